@@ -1,0 +1,218 @@
+package clientip
+
+import "net/netip"
+
+// text is what the parsers read: header text, or a quoted-string unescaped
+// into a stack buffer. Parsing both without conversion keeps Resolve free of
+// allocations.
+type text interface{ ~string | ~[]byte }
+
+// parseIP parses a plain textual IP address: dotted-quad IPv4 or RFC 4291
+// IPv6 text, exactly the forms [netip.ParseAddr] accepts except that a zone is
+// never accepted. It does not allocate.
+func parseIP[T text](s T) (netip.Addr, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ':' {
+			return parseIPv6(s)
+		}
+	}
+	a, n, ok := parseIPv4(s)
+	if !ok || n != len(s) {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom4(a), true
+}
+
+// parseIPv4 parses a dotted quad at the start of s and reports how many bytes
+// it used. Like net/netip it rejects leading zeros ("010.0.0.1"), which other
+// parsers read as octal.
+func parseIPv4[T text](s T) (a [4]byte, n int, ok bool) {
+	for f := 0; f < 4; f++ {
+		if f > 0 {
+			if n >= len(s) || s[n] != '.' {
+				return a, 0, false
+			}
+			n++
+		}
+		start, v := n, 0
+		for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+			v = v*10 + int(s[n]-'0')
+			n++
+			if n-start > 3 {
+				return a, 0, false
+			}
+		}
+		if n == start || v > 255 || (s[start] == '0' && n-start > 1) {
+			return a, 0, false
+		}
+		a[f] = byte(v)
+	}
+	return a, n, true
+}
+
+func hexVal(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// parseIPv6 parses IPv6 text without a zone, with an optional embedded IPv4
+// tail ("::ffff:192.0.2.1").
+func parseIPv6[T text](s T) (netip.Addr, bool) {
+	var ip [16]byte
+	ellipsis := -1 // byte index in ip where "::" stands, or -1
+	i := 0
+	if len(s) >= 2 && s[0] == ':' && s[1] == ':' {
+		ellipsis = 0
+		s = s[2:]
+		if len(s) == 0 {
+			return netip.IPv6Unspecified(), true
+		}
+	}
+	for i < 16 {
+		off, acc := 0, 0
+		for off < len(s) {
+			v := hexVal(s[off])
+			if v < 0 {
+				break
+			}
+			acc = acc<<4 | v
+			off++
+			if off > 4 {
+				return netip.Addr{}, false
+			}
+		}
+		if off == 0 {
+			return netip.Addr{}, false
+		}
+		if off < len(s) && s[off] == '.' {
+			// Embedded IPv4: it must end the address and replace the last two fields.
+			if (ellipsis < 0 && i != 12) || i+4 > 16 {
+				return netip.Addr{}, false
+			}
+			a, n, ok := parseIPv4(s)
+			if !ok || n != len(s) {
+				return netip.Addr{}, false
+			}
+			copy(ip[i:], a[:])
+			i += 4
+			s = s[len(s):]
+			break
+		}
+		ip[i], ip[i+1] = byte(acc>>8), byte(acc)
+		i += 2
+		s = s[off:]
+		if len(s) == 0 {
+			break
+		}
+		if s[0] != ':' || len(s) == 1 {
+			return netip.Addr{}, false
+		}
+		s = s[1:]
+		if s[0] == ':' {
+			if ellipsis >= 0 {
+				return netip.Addr{}, false
+			}
+			ellipsis = i
+			s = s[1:]
+			if len(s) == 0 {
+				break
+			}
+		}
+	}
+	if len(s) != 0 {
+		return netip.Addr{}, false
+	}
+	if i < 16 {
+		if ellipsis < 0 {
+			return netip.Addr{}, false
+		}
+		n := 16 - i
+		copy(ip[ellipsis+n:], ip[ellipsis:i])
+		clear(ip[ellipsis : ellipsis+n])
+	} else if ellipsis >= 0 {
+		return netip.Addr{}, false // "::" must stand for at least one field
+	}
+	return netip.AddrFrom16(ip), true
+}
+
+// validPort reports whether s is a decimal port number of one to five digits,
+// at most 65535.
+func validPort[T text](s T) bool {
+	if len(s) == 0 || len(s) > 5 {
+		return false
+	}
+	v := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v <= 65535
+}
+
+// parseListAddr parses one trimmed, non-empty entry of X-Forwarded-For or of a
+// single-address header: "192.0.2.1", "192.0.2.1:80", "2001:db8::1",
+// "[2001:db8::1]" or "[2001:db8::1]:80". Brackets only enclose IPv6. The result
+// is canonical: unmapped and without a zone.
+func parseListAddr(s string) (netip.Addr, failure) {
+	if s[0] == '[' {
+		end := -1
+		for i := 1; i < len(s); i++ {
+			if s[i] == ']' {
+				end = i
+				break
+			}
+		}
+		if end < 0 {
+			return netip.Addr{}, failMalformed
+		}
+		a, ok := parseIPv6(s[1:end])
+		if !ok {
+			return netip.Addr{}, failMalformed
+		}
+		if rest := s[end+1:]; rest != "" && (rest[0] != ':' || !validPort(rest[1:])) {
+			return netip.Addr{}, failMalformed
+		}
+		return canonical(a)
+	}
+	if b, n, ok := parseIPv4(s); ok {
+		if n != len(s) && (s[n] != ':' || !validPort(s[n+1:])) {
+			return netip.Addr{}, failMalformed
+		}
+		return canonical(netip.AddrFrom4(b))
+	}
+	a, ok := parseIPv6(s)
+	if !ok {
+		return netip.Addr{}, failMalformed
+	}
+	return canonical(a)
+}
+
+// canonical unmaps a and refuses the unspecified addresses.
+func canonical(a netip.Addr) (netip.Addr, failure) {
+	a = a.Unmap()
+	if a.IsUnspecified() {
+		return a, failUnspecified
+	}
+	return a, ok
+}
+
+// trimOWS trims the optional white space of RFC 9110 (spaces and tabs).
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}

@@ -1,0 +1,88 @@
+// Package clientip resolves the address of the client on the other end of a
+// connection or request, says where the answer came from, and refuses to guess
+// when the path to the client cannot be trusted. It uses only the standard
+// library.
+//
+// # One chain, one trust set
+//
+// An address reaches a backend through layers that may each replace it. The
+// backend sees them innermost first: the socket peer (the kernel's truth), then
+// the source of a PROXY protocol header if a trusted upstream sent one, then the
+// entries proxies wrote into a forwarding header, read from the right:
+//
+//	[ header hop n … header hop 1 ] [ PROXY source ] [ socket peer ]   ◄── walk
+//
+// A [Resolver] walks this chain from the socket peer outward. A hop whose
+// address is in [Config].TrustedProxies is a proxy we believe, so the layer it
+// delivered is read and the walk steps outward; the first hop outside the set
+// is the client. A peer outside the set is the client, and whatever headers it
+// sent are ignored. The answer is a [Result]: the canonical client address,
+// its [Source], its hop, the proxy that reported it, and what the socket and
+// PROXY layers showed.
+//
+// # Threat model
+//
+// Anyone can send any header, and anyone who can reach a PROXY-protocol port
+// can send a PROXY header. Only proxies we trust are believed, and each is
+// believed only about the hop directly outside it. In particular:
+//
+//   - A client talking to the backend directly cannot inject an address: its
+//     socket address is not trusted, so no header is read.
+//   - A client behind trusted proxies can write anything at the left of
+//     X-Forwarded-For, but the walk stops at the entry the outermost trusted
+//     proxy wrote. The leftmost entry is never used.
+//   - An entry that cannot be read where the walk needs it (garbage, a host
+//     name, a CIDR, leading-zero octets, a zone, 0.0.0.0, an "unknown" or
+//     obfuscated RFC 7239 node) stops the walk with a typed error. It is never
+//     skipped, and the peer is never passed off as the client instead.
+//   - Matching is done on canonical addresses (IPv4-mapped unmapped, zones
+//     ignored), so ::ffff:10.0.0.1 cannot slip past 10.0.0.0/8 in either
+//     direction.
+//   - Hostile input is bounded: a header larger than Config.MaxHeaderBytes is
+//     refused before it is parsed, and the walk stops after Config.MaxHops.
+//   - Under Kubernetes externalTrafficPolicy: Cluster the node rewrites the
+//     source to its own address. Listing node addresses in Config.Masquerade
+//     turns such results into ErrMasqueraded, so a node address is never
+//     silently used as a client identity for rate limits, audit logs or
+//     allowlists.
+//
+// What this package cannot protect against: a trusted proxy that forwards a
+// client's header unchanged instead of appending to it, a trusted set that
+// contains addresses clients control (a CDN whose customers include your
+// attackers, a shared cloud range), and single-address headers from an edge
+// that does not overwrite them.
+//
+// # Choosing a configuration
+//
+//   - Clients connect directly: the zero Config. Every answer is the socket peer.
+//   - Behind a load balancer that sends PROXY protocol: TrustedProxies = the
+//     load balancer's addresses, no Header; wrap the listener with the
+//     proxyproto package so the PROXY source reaches [Transport].Proxy.
+//   - Behind reverse proxies that append X-Forwarded-For (nginx
+//     proxy_add_x_forwarded_for, most ingress controllers): TrustedProxies =
+//     the proxies' addresses, Header = "X-Forwarded-For".
+//   - Behind proxies that write RFC 7239: Header = "Forwarded".
+//   - Behind a CDN that sets one header with the client (Cloudflare's
+//     CF-Connecting-IP, Fly-Client-IP, …): TrustedProxies = the CDN's published
+//     ranges, Header = that name.
+//   - Behind proxies whose addresses change: TrustedHops = the number of proxies,
+//     ideally with TrustedProxies naming at least the one the backend sees.
+//   - Under externalTrafficPolicy: Cluster: Masquerade = the node addresses.
+//
+// # Every hop trusted
+//
+// When every hop is trusted (a request from an internal host in the trusted
+// range, or a proxy that reports a trusted address) there is no client to
+// name: Resolve returns ErrAllTrusted. Returning the leftmost trusted address
+// would let a client inside the trusted range forge its origin, and returning
+// the peer would pass a proxy off as the client. The Result keeps the
+// outermost trusted hop in Via for callers that deliberately serve internal
+// origins.
+//
+// # Performance
+//
+// Resolve does not allocate on valid input. It reads a header only when the
+// peer is trusted, reads X-Forwarded-For lazily from the right and stops at the
+// client, and looks addresses up in a trie whose cost does not grow with the
+// number of trusted prefixes.
+package clientip

@@ -1,0 +1,310 @@
+package clientip
+
+import "net/netip"
+
+// RFC 7239 Forwarded.
+//
+//	Forwarded         = 1#forwarded-element
+//	forwarded-element = [ forwarded-pair ] *( ";" [ forwarded-pair ] )
+//	forwarded-pair    = token "=" value
+//	value             = token / quoted-string
+//	node              = nodename [ ":" node-port ]
+//	nodename          = IPv4address / "[" IPv6address "]" / "unknown" / obfnode
+//	obfnode           = "_" 1*( ALPHA / DIGIT / "." / "_" / "-" )
+//	node-port         = port / obfport
+//
+// A header is split into elements first, left to right, so that a comma inside a
+// quoted string never separates elements; a quoted string left open anywhere makes
+// the whole header malformed, because no element boundary after it can be known.
+// The walk then reads elements from the right. Each element it reads must be
+// well formed: pairs of a token, "=" and a token or quoted string, no parameter
+// twice (in any case), and a for= node. White space is allowed around ";" (a
+// common, harmless deviation) but not around "=". IPv6 nodes must be bracketed,
+// and since brackets and ":" are not token characters they must also be quoted,
+// as must any node with a port. "unknown" and obfuscated identifiers are hops
+// whose address cannot be known (ErrUnknownHop); an element without for= is one
+// too.
+
+// fwdRing keeps the spans of the last elements of a Forwarded header. The walk
+// never reads more than maxHopsLimit elements, so older ones can be forgotten.
+type fwdSpan struct{ line, start, end int32 }
+
+type fwdRing struct {
+	spans [maxHopsLimit]fwdSpan
+	n     int // elements seen in all
+}
+
+// scanForwarded splits the header into elements. It reports false if a quoted
+// string is left open.
+func (r *fwdRing) scan(lines []string) bool {
+	for li, l := range lines {
+		start := 0
+		for i := 0; i <= len(l); {
+			if i == len(l) || l[i] == ',' {
+				s, e := start, i
+				for s < e && (l[s] == ' ' || l[s] == '\t') {
+					s++
+				}
+				for e > s && (l[e-1] == ' ' || l[e-1] == '\t') {
+					e--
+				}
+				if s < e {
+					r.spans[r.n%maxHopsLimit] = fwdSpan{int32(li), int32(s), int32(e)}
+					r.n++
+				}
+				i++
+				start = i
+				continue
+			}
+			if l[i] == '"' {
+				i++
+				for i < len(l) && l[i] != '"' {
+					if l[i] == '\\' {
+						i++
+					}
+					i++
+				}
+				if i >= len(l) {
+					return false
+				}
+			}
+			i++
+		}
+	}
+	return true
+}
+
+// element returns the k-th element counted from the right (k = 0 is the last);
+// k must be below both r.n and maxHopsLimit.
+func (r *fwdRing) element(lines []string, k int) string {
+	sp := r.spans[(r.n-1-k)%maxHopsLimit]
+	return lines[sp.line][sp.start:sp.end]
+}
+
+func isTchar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+// isQdtext reports whether c may appear unescaped in a quoted string, and
+// isQuotable whether it may follow a backslash (RFC 9110 §5.6.4).
+func isQdtext(c byte) bool {
+	return c == '\t' || c == ' ' || c == 0x21 || (c >= 0x23 && c <= 0x5b) || (c >= 0x5d && c <= 0x7e) || c >= 0x80
+}
+
+func isQuotable(c byte) bool { return c == '\t' || (c >= 0x20 && c != 0x7f) }
+
+func lowerASCII(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+func equalFold[T text](a T, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if lowerASCII(a[i]) != lowerASCII(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// maxParams bounds the parameters of one element; RFC 7239 defines four.
+const maxParams = 16
+
+// maxNode bounds an unescaped node; the longest address with port is far shorter.
+const maxNode = 128
+
+// parseForwardedElement returns the address of the for= node of one element.
+func parseForwardedElement(e string) (netip.Addr, failure) {
+	var names [maxParams]string
+	nparams := 0
+	var forVal string
+	forQuoted, haveFor := false, false
+	i := 0
+	for i <= len(e) {
+		// One pair, up to the next ";" or the end.
+		for i < len(e) && (e[i] == ' ' || e[i] == '\t') {
+			i++
+		}
+		if i == len(e) {
+			break
+		}
+		if e[i] == ';' {
+			i++
+			continue // empty pair
+		}
+		ns := i
+		for i < len(e) && isTchar(e[i]) {
+			i++
+		}
+		if i == ns || i == len(e) || e[i] != '=' {
+			return netip.Addr{}, failMalformed
+		}
+		name := e[ns:i]
+		i++ // "="
+		var val string
+		quoted := false
+		if i < len(e) && e[i] == '"' {
+			vs := i + 1
+			i++
+			for i < len(e) && e[i] != '"' {
+				if e[i] == '\\' {
+					i++
+					if i == len(e) || !isQuotable(e[i]) {
+						return netip.Addr{}, failMalformed
+					}
+				} else if !isQdtext(e[i]) {
+					return netip.Addr{}, failMalformed
+				}
+				i++
+			}
+			if i == len(e) {
+				return netip.Addr{}, failMalformed
+			}
+			val, quoted = e[vs:i], true
+			i++ // closing quote
+		} else {
+			vs := i
+			for i < len(e) && isTchar(e[i]) {
+				i++
+			}
+			if i == vs {
+				return netip.Addr{}, failMalformed
+			}
+			val = e[vs:i]
+		}
+		for i < len(e) && (e[i] == ' ' || e[i] == '\t') {
+			i++
+		}
+		if i < len(e) {
+			if e[i] != ';' {
+				return netip.Addr{}, failMalformed
+			}
+			i++
+		}
+		for _, n := range names[:nparams] {
+			if equalFold(n, name) {
+				return netip.Addr{}, failMalformed // RFC 7239 §4: each parameter at most once
+			}
+		}
+		if nparams == maxParams {
+			return netip.Addr{}, failMalformed
+		}
+		names[nparams] = name
+		nparams++
+		if equalFold(name, "for") {
+			forVal, forQuoted, haveFor = val, quoted, true
+		}
+	}
+	if !haveFor {
+		return netip.Addr{}, failUnknown
+	}
+	if !forQuoted {
+		return parseNode(forVal)
+	}
+	// Unescape quoted-pairs into a stack buffer when there are any.
+	esc := false
+	for j := 0; j < len(forVal); j++ {
+		if forVal[j] == '\\' {
+			esc = true
+			break
+		}
+	}
+	if !esc {
+		return parseNode(forVal)
+	}
+	var buf [maxNode]byte
+	n := 0
+	for j := 0; j < len(forVal); j++ {
+		if forVal[j] == '\\' {
+			j++
+		}
+		if n == len(buf) {
+			return netip.Addr{}, failMalformed
+		}
+		buf[n] = forVal[j]
+		n++
+	}
+	return parseNode(buf[:n])
+}
+
+func isObfChar(c byte) bool {
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'
+}
+
+func validObf[T text](s T) bool {
+	if len(s) < 2 || s[0] != '_' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !isObfChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func validNodePort[T text](s T) bool { return validPort(s) || validObf(s) }
+
+// parseNode parses an RFC 7239 node (§6).
+func parseNode[T text](v T) (netip.Addr, failure) {
+	if len(v) == 0 {
+		return netip.Addr{}, failMalformed
+	}
+	if v[0] == '[' {
+		end := -1
+		for i := 1; i < len(v); i++ {
+			if v[i] == ']' {
+				end = i
+				break
+			}
+		}
+		if end < 0 {
+			return netip.Addr{}, failMalformed
+		}
+		a, ok := parseIPv6(v[1:end])
+		if !ok {
+			return netip.Addr{}, failMalformed
+		}
+		if rest := v[end+1:]; len(rest) > 0 && (rest[0] != ':' || !validNodePort(rest[1:])) {
+			return netip.Addr{}, failMalformed
+		}
+		return canonical(a)
+	}
+	name, port := v, v[len(v):]
+	for i := 0; i < len(v); i++ {
+		if v[i] == ':' {
+			name, port = v[:i], v[i:]
+			break
+		}
+	}
+	if len(port) > 0 && !validNodePort(port[1:]) {
+		return netip.Addr{}, failMalformed
+	}
+	if len(name) == 7 && lowerASCII(name[0]) == 'u' && equalFold(name, "unknown") {
+		return netip.Addr{}, failUnknown
+	}
+	if len(name) > 0 && name[0] == '_' {
+		if validObf(name) {
+			return netip.Addr{}, failUnknown
+		}
+		return netip.Addr{}, failMalformed
+	}
+	b, n, ok := parseIPv4(name)
+	if !ok || n != len(name) {
+		return netip.Addr{}, failMalformed
+	}
+	return canonical(netip.AddrFrom4(b))
+}

@@ -1,0 +1,355 @@
+package clientip
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/textproto"
+	"strings"
+)
+
+// Limits on hostile input. See Config.MaxHops and Config.MaxHeaderBytes.
+const (
+	DefaultMaxHops        = 32
+	DefaultMaxHeaderBytes = 8 << 10
+	maxHopsLimit          = 64
+)
+
+// Config configures a [Resolver]. The zero Config is valid and trusts nothing:
+// every socket peer is the client and no header is read.
+type Config struct {
+	// TrustedProxies is the set of proxies whose reports are believed: a hop
+	// whose address is in the set delivered the layer outside it, so the walk
+	// steps over it; the first hop outside the set is the client. The zero
+	// value trusts no proxy.
+	//
+	// In hop-count mode (TrustedHops > 0) the set, when not empty, is only
+	// used for the socket peer: a peer outside it is the client and its PROXY
+	// and header layers are ignored.
+	TrustedProxies PrefixSet
+
+	// TrustedHops, when above zero, switches to hop-count mode for deployments
+	// whose proxy addresses are not known in advance: the client is the hop
+	// TrustedHops positions outward from the socket peer (position 0), counting
+	// the PROXY source and then the header entries from the right. With
+	// TrustedHops = 1 behind one proxy, the client is what that proxy wrote. A
+	// chain that is too short is ErrTooFewHops. Zero (the default) selects
+	// trusted-range mode.
+	TrustedHops int
+
+	// TrustUnixSocket makes a socket peer without an IP address (a Unix-domain
+	// socket, as used between a local reverse proxy and the application) a
+	// trusted hop. When false (the default) such a peer is ErrNoAddress.
+	TrustUnixSocket bool
+
+	// Header names the one forwarding header to read, in any case:
+	// "X-Forwarded-For", "Forwarded" (RFC 7239), or any other name, which is
+	// then read as a single-address header such as "X-Real-IP",
+	// "CF-Connecting-IP", "True-Client-IP" or "Fly-Client-IP". No other header
+	// is ever read. "" (the default) reads no header: the chain is the socket
+	// peer and the PROXY source.
+	//
+	// A single-address header is believed only from a trusted hop and must
+	// appear exactly once, holding one address: a second instance or a list is
+	// ErrMultipleValues. An edge that sets such a header overwrites it, so a
+	// second value can only come from a client, and neither first nor last can
+	// be picked safely without knowing which proxy appended which.
+	Header string
+
+	// Masquerade is the set of addresses that stand in for clients rather than
+	// being one: node addresses under Kubernetes externalTrafficPolicy: Cluster,
+	// which SNATs every external connection to the node that received it. A
+	// result in the set is returned with Masqueraded set and ErrMasqueraded. The
+	// zero value flags nothing.
+	Masquerade PrefixSet
+
+	// MaxHops bounds the length of the walk, counted like TrustedHops. A chain
+	// that would need more is ErrTooManyHops. Zero means DefaultMaxHops; at
+	// most 64.
+	MaxHops int
+
+	// MaxHeaderBytes bounds the size of the configured header over all of its
+	// lines (each line counts one byte more than its length). A larger header
+	// is ErrHeaderTooLarge before any of it is parsed. Zero means
+	// DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
+}
+
+type headerKind uint8
+
+const (
+	headerNone headerKind = iota
+	headerXFF
+	headerForwarded
+	headerSingle
+)
+
+// Resolver resolves client addresses under one [Config]. It is immutable and
+// safe for concurrent use.
+type Resolver struct {
+	trusted   PrefixSet
+	masq      PrefixSet
+	hops      int
+	trustUnix bool
+	header    string // canonical
+	kind      headerKind
+	source    Source
+	maxHops   int
+	maxBytes  int
+}
+
+// New returns a Resolver for cfg, or an error wrapping [ErrInvalidConfig] that
+// says which field is wrong. A header with nothing trusted to deliver it is an
+// error: it would never be read.
+func New(cfg Config) (*Resolver, error) {
+	r := &Resolver{
+		trusted:   cfg.TrustedProxies,
+		masq:      cfg.Masquerade,
+		hops:      cfg.TrustedHops,
+		trustUnix: cfg.TrustUnixSocket,
+		maxHops:   cfg.MaxHops,
+		maxBytes:  cfg.MaxHeaderBytes,
+	}
+	if r.maxHops == 0 {
+		r.maxHops = DefaultMaxHops
+	}
+	if r.maxBytes == 0 {
+		r.maxBytes = DefaultMaxHeaderBytes
+	}
+	switch {
+	case r.maxHops < 0 || r.maxHops > maxHopsLimit:
+		return nil, fmt.Errorf("%w: MaxHops %d is outside 0..%d", ErrInvalidConfig, cfg.MaxHops, maxHopsLimit)
+	case r.maxBytes < 0:
+		return nil, fmt.Errorf("%w: MaxHeaderBytes %d is negative", ErrInvalidConfig, cfg.MaxHeaderBytes)
+	case r.hops < 0:
+		return nil, fmt.Errorf("%w: TrustedHops %d is negative", ErrInvalidConfig, cfg.TrustedHops)
+	case r.hops > r.maxHops:
+		return nil, fmt.Errorf("%w: TrustedHops %d exceeds MaxHops %d", ErrInvalidConfig, r.hops, r.maxHops)
+	}
+	if cfg.Header != "" {
+		for i := 0; i < len(cfg.Header); i++ {
+			if !isTchar(cfg.Header[i]) {
+				return nil, fmt.Errorf("%w: Header %q is not a valid field name", ErrInvalidConfig, cfg.Header)
+			}
+		}
+		r.header = textproto.CanonicalMIMEHeaderKey(cfg.Header)
+		switch r.header {
+		case "X-Forwarded-For":
+			r.kind, r.source = headerXFF, SourceXForwardedFor
+		case "Forwarded":
+			r.kind, r.source = headerForwarded, SourceForwarded
+		default:
+			r.kind, r.source = headerSingle, SourceHeader
+		}
+		if r.trusted.Len() == 0 && r.hops == 0 && !r.trustUnix {
+			return nil, fmt.Errorf("%w: Header %q is set but no proxy is trusted to deliver it (set TrustedProxies, TrustedHops or TrustUnixSocket)", ErrInvalidConfig, r.header)
+		}
+	}
+	return r, nil
+}
+
+// MustNew is like [New] but panics on error. Use it only for static configuration.
+func MustNew(cfg Config) *Resolver {
+	r, err := New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// Header returns the canonical name of the header r reads, or "".
+func (r *Resolver) Header() string { return r.header }
+
+// TrustedProxies returns r's trusted set.
+func (r *Resolver) TrustedProxies() PrefixSet { return r.trusted }
+
+// Resolve walks the chain of one connection's transport t and, for HTTP, its
+// headers h (nil for protocols without headers) and returns the client with its
+// provenance.
+//
+// The walk starts at the socket peer (hop 0). A peer outside the trusted set
+// is the client and nothing else is read. A trusted peer delivered the next
+// layer: the PROXY source if t has one (hop 1), then the configured header's
+// entries from the right. The first untrusted hop is the client. On failure the
+// error wraps one of the package's sentinels in a [*ChainError] naming the hop
+// and header, and the Result still describes the layers; its Client is invalid
+// except with ErrMasqueraded. Resolve never returns the leftmost entry of a
+// list, never skips an entry it cannot read, and never passes the peer off as
+// the client when a trusted peer's report cannot be read.
+//
+// Resolve does not allocate unless it fails.
+func (r *Resolver) Resolve(t Transport, h http.Header) (Result, error) {
+	res, f, val := r.walk(t, h)
+	switch f {
+	case ok:
+		return res, nil
+	case failMasqueraded:
+		return res, ErrMasqueraded
+	}
+	return res, &ChainError{Hop: res.Hop, Header: res.Header, Value: val, Err: failureErrors[f]}
+}
+
+// ResolveRequest resolves the client of an HTTP request. The transport is
+// the one a connection wrapper stored with [NewTransportContext] (the proxyproto
+// package's ConnContext helper does so, keeping the PROXY layer apart from the
+// load balancer's socket address); otherwise it is parsed from req.RemoteAddr,
+// and a peer on a Unix-domain listener has no IP address. ResolveRequest never
+// modifies req.
+func (r *Resolver) ResolveRequest(req *http.Request) (Result, error) {
+	ctx := req.Context()
+	t, ok := TransportFromContext(ctx)
+	if !ok {
+		if ap, err := netip.ParseAddrPort(req.RemoteAddr); err == nil {
+			t.Peer = ap
+		} else if a, err := netip.ParseAddr(req.RemoteAddr); err == nil {
+			t.Peer = netip.AddrPortFrom(a, 0)
+		} else if la, _ := ctx.Value(http.LocalAddrContextKey).(net.Addr); la == nil || la.Network() != "unix" {
+			// Not a Unix socket, so an unreadable RemoteAddr (rewritten by
+			// other middleware, say) must not pass for a local peer.
+			return Result{}, &ChainError{Err: ErrNoAddress, Value: req.RemoteAddr}
+		}
+	}
+	return r.Resolve(t, req.Header)
+}
+
+// client reports whether a, at chain position pos, is the client.
+func (r *Resolver) client(a netip.Addr, pos int) bool {
+	if r.hops > 0 {
+		return pos == r.hops
+	}
+	return !r.trusted.Contains(a)
+}
+
+func (r *Resolver) found(res Result, a netip.Addr, src Source, pos int, via netip.Addr) (Result, failure, string) {
+	res.Client, res.Source, res.Hop, res.Via = a, src, pos, via
+	if src.FromHeader() {
+		res.Header = r.header
+	}
+	if r.masq.Contains(a) {
+		res.Masqueraded = true
+		return res, failMasqueraded, ""
+	}
+	return res, ok, ""
+}
+
+func (r *Resolver) walk(t Transport, h http.Header) (res Result, f failure, val string) {
+	res.Peer, res.Proxy = t.Peer, t.Proxy
+
+	// Hop 0: the socket peer.
+	var cur netip.Addr // the hop just stepped over
+	if pa := t.Peer.Addr(); pa.IsValid() {
+		pa = pa.Unmap().WithZone("")
+		if pa.IsUnspecified() {
+			return res, failUnspecified, ""
+		}
+		var trusted bool
+		if r.hops > 0 && r.trusted.Len() == 0 {
+			trusted = true
+		} else {
+			trusted = r.trusted.Contains(pa)
+		}
+		if !trusted {
+			return r.found(res, pa, SourceSocket, 0, netip.Addr{})
+		}
+		cur = pa
+	} else if !r.trustUnix {
+		return res, failNoAddress, ""
+	}
+	pos := 0
+
+	// Hop 1: the PROXY protocol source.
+	if pa := t.Proxy.Addr(); pa.IsValid() {
+		pos = 1
+		a, f := canonical(pa.WithZone(""))
+		if f != ok {
+			res.Hop = pos
+			return res, f, ""
+		}
+		if r.client(a, pos) {
+			return r.found(res, a, SourceProxyProtocol, pos, cur)
+		}
+		cur = a
+	}
+
+	// The header's entries, from the right.
+	if r.kind != headerNone {
+		if lines := h[r.header]; len(lines) > 0 {
+			fail := func(f failure, v string) (Result, failure, string) {
+				res.Hop, res.Header = pos, r.header
+				return res, f, v
+			}
+			if !withinBudget(lines, r.maxBytes) {
+				pos++
+				return fail(failTooLarge, "")
+			}
+			switch r.kind {
+			case headerXFF:
+				it := newListIter(lines)
+				for {
+					e, more := it.next()
+					if !more {
+						break
+					}
+					if pos++; pos > r.maxHops {
+						return fail(failTooMany, "")
+					}
+					a, f := parseListAddr(e)
+					if f != ok {
+						return fail(f, e)
+					}
+					if r.client(a, pos) {
+						return r.found(res, a, r.source, pos, cur)
+					}
+					cur = a
+				}
+			case headerForwarded:
+				var ring fwdRing
+				if !ring.scan(lines) {
+					pos++
+					return fail(failMalformed, lines[len(lines)-1])
+				}
+				for k := 0; k < ring.n; k++ {
+					if pos++; pos > r.maxHops {
+						return fail(failTooMany, "")
+					}
+					e := ring.element(lines, k)
+					a, f := parseForwardedElement(e)
+					if f != ok {
+						return fail(f, e)
+					}
+					if r.client(a, pos) {
+						return r.found(res, a, r.source, pos, cur)
+					}
+					cur = a
+				}
+			case headerSingle:
+				pos++
+				e := trimOWS(lines[0])
+				switch {
+				case len(lines) > 1:
+					return fail(failMultiple, lines[1])
+				case e == "":
+					return fail(failMalformed, e)
+				case strings.IndexByte(e, ',') >= 0:
+					return fail(failMultiple, e)
+				}
+				a, f := parseListAddr(e)
+				if f != ok {
+					return fail(f, e)
+				}
+				if r.client(a, pos) {
+					return r.found(res, a, r.source, pos, cur)
+				}
+				cur = a
+			}
+		}
+	}
+
+	// Every hop was trusted.
+	res.Hop, res.Via = pos, cur
+	if r.hops > 0 {
+		return res, failTooFew, ""
+	}
+	return res, failAllTrusted, ""
+}

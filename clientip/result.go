@@ -1,0 +1,135 @@
+package clientip
+
+import (
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Result is the answer of a [Resolver] with its provenance: the client, where
+// it came from, and what each layer of the chain showed, so that one log line
+// can print the whole path without parsing anything again. It is a small
+// comparable value.
+type Result struct {
+	// Client is the resolved client address in canonical form: IPv4-mapped
+	// addresses are unmapped and no zone is kept. It is the invalid Addr when
+	// resolution failed, except with ErrMasqueraded, where it names the node.
+	Client netip.Addr
+
+	// Source is the layer Client came from; SourceNone on failure.
+	Source Source
+
+	// Header is the canonical name of the header Client came from, or of the
+	// header in which resolution failed; "" otherwise.
+	Header string
+
+	// Hop is Client's position in the chain counted from the socket peer (0):
+	// 1 is the PROXY source when there is one, then the header's entries from
+	// the right. On failure it is the position where the walk stopped.
+	Hop int
+
+	// Via is the trusted hop that reported Client: the proxy nearest to it.
+	// It is invalid for SourceSocket and when that hop is a Unix socket. With
+	// ErrAllTrusted it is the outermost trusted hop.
+	Via netip.Addr
+
+	// Peer is the socket layer as the kernel reported it (the zero value for a
+	// Unix-domain socket).
+	Peer netip.AddrPort
+
+	// Proxy is the PROXY protocol layer: the source address the upstream's
+	// header carried, or the zero value.
+	Proxy netip.AddrPort
+
+	// Masqueraded reports that Client is in Config.Masquerade: a node that
+	// stands in for the real client, which is lost.
+	Masqueraded bool
+}
+
+// IsValid reports whether r names a client (possibly a masquerading node; see
+// Masqueraded).
+func (r Result) IsValid() bool { return r.Client.IsValid() }
+
+// ClientAddrPort returns the client with its port when the layer that
+// delivered it carries one (socket and PROXY protocol); otherwise the port is 0.
+func (r Result) ClientAddrPort() netip.AddrPort {
+	switch r.Source {
+	case SourceSocket:
+		return netip.AddrPortFrom(r.Client, r.Peer.Port())
+	case SourceProxyProtocol:
+		return netip.AddrPortFrom(r.Client, r.Proxy.Port())
+	}
+	return netip.AddrPortFrom(r.Client, 0)
+}
+
+func peerString(p netip.AddrPort) string {
+	if !p.Addr().IsValid() {
+		return "unix"
+	}
+	return p.String()
+}
+
+// String returns a one-line description such as
+// "203.0.113.7 from x-forwarded-for hop 2 via 10.0.0.3 (peer 10.0.0.1:4431)".
+func (r Result) String() string {
+	var b strings.Builder
+	if r.Client.IsValid() {
+		b.WriteString(r.Client.String())
+	} else {
+		b.WriteString("unresolved")
+	}
+	if r.Source != SourceNone {
+		b.WriteString(" from ")
+		if r.Source == SourceHeader {
+			b.WriteString(r.Header)
+		} else {
+			b.WriteString(r.Source.String())
+		}
+	}
+	if r.Hop > 0 || r.Source != SourceSocket {
+		b.WriteString(" hop ")
+		b.WriteString(strconv.Itoa(r.Hop))
+	}
+	if r.Via.IsValid() {
+		b.WriteString(" via ")
+		b.WriteString(r.Via.String())
+	}
+	if r.Masqueraded {
+		b.WriteString(" masqueraded")
+	}
+	b.WriteString(" (peer ")
+	b.WriteString(peerString(r.Peer))
+	if r.Proxy.IsValid() {
+		b.WriteString(", proxy ")
+		b.WriteString(r.Proxy.String())
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// LogValue implements [slog.LogValuer]: a group with the client, its source,
+// header, hop and via, the socket peer, the PROXY source, and the masquerade
+// flag, leaving out what is empty.
+func (r Result) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 0, 8)
+	if r.Client.IsValid() {
+		attrs = append(attrs, slog.String("client", r.Client.String()))
+	}
+	attrs = append(attrs, slog.String("source", r.Source.String()))
+	if r.Header != "" {
+		attrs = append(attrs, slog.String("header", r.Header))
+	}
+	attrs = append(attrs, slog.Int("hop", r.Hop))
+	if r.Via.IsValid() {
+		attrs = append(attrs, slog.String("via", r.Via.String()))
+	}
+	attrs = append(attrs, slog.String("peer", peerString(r.Peer)))
+	if r.Proxy.IsValid() {
+		attrs = append(attrs, slog.String("proxy", r.Proxy.String()))
+	}
+	if r.Masqueraded {
+		attrs = append(attrs, slog.Bool("masqueraded", true))
+	}
+	return slog.GroupValue(attrs...)
+}

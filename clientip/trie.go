@@ -1,0 +1,117 @@
+package clientip
+
+import "math/bits"
+
+// The trusted-set lookup is a multibit trie with a stride of one byte, in the
+// style of Poptrie and ART: every node covers one byte of the address and holds
+// two 256-bit maps. full marks the byte values whose whole subtree lies inside
+// some prefix (prefix lengths that are not a multiple of eight are expanded into
+// a run of bits); kids marks the byte values that lead to a child node, and the
+// children are stored densely, indexed by the rank of their bit. A lookup reads
+// at most one node per address byte and stops at the first full bit or missing
+// child, so its cost depends on how deep the covering prefixes are, not on how
+// many there are.
+//
+// We write the trie ourselves rather than import a routing-table library so that
+// clientip keeps to the standard library: it answers one question (is the address
+// covered?), needs no values, no deletion and no longest-match, and is immutable
+// once built, which keeps it to about a hundred lines.
+
+type bitset256 [4]uint64
+
+func (b *bitset256) test(i byte) bool { return b[i>>6]&(1<<(i&63)) != 0 }
+func (b *bitset256) set(i byte)       { b[i>>6] |= 1 << (i & 63) }
+func (b *bitset256) clear(i byte)     { b[i>>6] &^= 1 << (i & 63) }
+
+// rank reports how many bits below i are set.
+func (b *bitset256) rank(i byte) int {
+	w := int(i >> 6)
+	n := bits.OnesCount64(b[w] & (1<<(i&63) - 1))
+	for j := 0; j < w; j++ {
+		n += bits.OnesCount64(b[j])
+	}
+	return n
+}
+
+type trieNode struct {
+	full  bitset256
+	kids  bitset256
+	child []*trieNode
+}
+
+// insert adds the prefix given by the address bytes addr and its length in bits.
+func (n *trieNode) insert(addr []byte, length int) {
+	for d := 0; ; d++ {
+		rem := length - 8*d
+		if rem <= 8 {
+			// The prefix ends inside this node's byte: mark every byte value
+			// that shares its top rem bits.
+			mask := byte(0xff << (8 - rem))
+			if rem == 0 {
+				mask = 0
+			}
+			lo := addr[d] & mask
+			hi := lo | ^mask
+			for v := int(lo); v <= int(hi); v++ {
+				n.markFull(byte(v))
+			}
+			return
+		}
+		b := addr[d]
+		if n.full.test(b) {
+			return // already covered by a shorter prefix
+		}
+		if !n.kids.test(b) {
+			n.addChild(b)
+		}
+		n = n.child[n.kids.rank(b)]
+	}
+}
+
+func (n *trieNode) markFull(b byte) {
+	n.full.set(b)
+	if n.kids.test(b) {
+		// The subtree is now redundant: drop it.
+		r := n.kids.rank(b)
+		n.child = append(n.child[:r], n.child[r+1:]...)
+		n.kids.clear(b)
+	}
+}
+
+func (n *trieNode) addChild(b byte) {
+	r := n.kids.rank(b)
+	n.child = append(n.child, nil)
+	copy(n.child[r+1:], n.child[r:])
+	n.child[r] = new(trieNode)
+	n.kids.set(b)
+}
+
+// contains4 reports whether the IPv4 address a lies in a prefix of the trie.
+func (n *trieNode) contains4(a [4]byte) bool {
+	for d := 0; d < 4; d++ {
+		b := a[d]
+		if n.full.test(b) {
+			return true
+		}
+		if !n.kids.test(b) {
+			return false
+		}
+		n = n.child[n.kids.rank(b)]
+	}
+	return false
+}
+
+// contains16 reports whether the IPv6 address a lies in a prefix of the trie.
+func (n *trieNode) contains16(a [16]byte) bool {
+	for d := 0; d < 16; d++ {
+		b := a[d]
+		if n.full.test(b) {
+			return true
+		}
+		if !n.kids.test(b) {
+			return false
+		}
+		n = n.child[n.kids.rank(b)]
+	}
+	return false
+}

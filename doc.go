@@ -1,0 +1,34 @@
+// Package sourceip is the root of an SDK for trusted client-address
+// extraction and policy-aware backends. It holds no code; start from one of
+// its packages:
+//
+//   - [github.com/sourceip/sourceip/clientip] resolves who is really on the
+//     other end of a connection or request from the socket peer, a PROXY
+//     protocol source and forwarding headers (X-Forwarded-For, RFC 7239
+//     Forwarded, or one single-address header) under one configured trust
+//     set, and says where the answer came from. Start here.
+//   - [github.com/sourceip/sourceip/proxyproto] accepts PROXY protocol v1 and v2
+//     only from trusted load balancers, with a header deadline, TLV access and
+//     validation, and hands each connection's layers to clientip.
+//   - [github.com/sourceip/sourceip/middleware] resolves once per HTTP request
+//     (net/http and chi), enforces source-range policies, and resolves per
+//     connection for MQTT and raw TCP.
+//   - [github.com/sourceip/sourceip/trafficpolicy] models Kubernetes Service
+//     traffic policies: what a backend sees under externalTrafficPolicy Local
+//     and Cluster, a health server compatible with kube-proxy's
+//     healthCheckNodePort, and a load-balancer-style prober.
+//
+// # Threat model
+//
+// A backend behind CDNs, reverse proxies and load balancers does not see its
+// clients: the socket address is the last proxy, a load balancer may replace it
+// and send a PROXY header, a Kubernetes node may masquerade it, and any client
+// can forge the left end of X-Forwarded-For. The SDK believes a layer only when
+// the hop that delivered it is a configured trusted proxy, walks the layers from
+// the socket outward, and stops at the first untrusted hop. When the chain
+// cannot be read (a malformed or unknown hop, too few or too many hops, every
+// hop trusted) it returns a typed error instead of a guess, and a result that
+// lands on a masquerading node address is flagged so it is never used as a
+// client identity. PROXY headers are refused from untrusted peers and required
+// from trusted ones, with bounded header reads.
+package sourceip

@@ -1,0 +1,3 @@
+module github.com/sourceip/sourceip
+
+go 1.26
