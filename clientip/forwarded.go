@@ -123,7 +123,8 @@ func equalFold[T text](a T, b string) bool {
 // maxParams bounds the parameters of one element; RFC 7239 defines four.
 const maxParams = 16
 
-// maxNode bounds an unescaped node; the longest address with port is far shorter.
+// maxNode bounds a node as written (inside its quotes); the longest address
+// with a port is far shorter.
 const maxNode = 128
 
 // parseForwardedElement returns the address of the for= node of one element.
@@ -211,6 +212,9 @@ func parseForwardedElement(e string) (netip.Addr, failure) {
 	if !haveFor {
 		return netip.Addr{}, failUnknown
 	}
+	if len(forVal) > maxNode {
+		return netip.Addr{}, failMalformed
+	}
 	if !forQuoted {
 		return parseNode(forVal)
 	}
@@ -230,9 +234,6 @@ func parseForwardedElement(e string) (netip.Addr, failure) {
 	for j := 0; j < len(forVal); j++ {
 		if forVal[j] == '\\' {
 			j++
-		}
-		if n == len(buf) {
-			return netip.Addr{}, failMalformed
 		}
 		buf[n] = forVal[j]
 		n++

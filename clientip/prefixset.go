@@ -187,12 +187,26 @@ func (s PrefixSet) Contains(a netip.Addr) bool {
 		a = a.Unmap()
 	}
 	if a.Is4() {
-		return s.v4 != nil && s.v4.contains4(a.As4())
+		return s.v4 != nil && s.v4.contains4(as4(a))
 	}
 	if a.Is6() {
 		return s.v6 != nil && s.v6.contains16(a.As16())
 	}
 	return false
+}
+
+// containsCanon is Contains for an address already in canonical form.
+func (s *PrefixSet) containsCanon(a netip.Addr) bool {
+	if a.Is4() {
+		return s.v4 != nil && s.v4.contains4(as4(a))
+	}
+	return s.v6 != nil && a.Is6() && s.v6.contains16(a.As16())
+}
+
+// as4 returns the IPv4 address a as a host-order integer.
+func as4(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
 // Len reports the number of distinct prefixes in the set.

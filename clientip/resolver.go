@@ -179,15 +179,23 @@ func (r *Resolver) TrustedProxies() PrefixSet { return r.trusted }
 // the client when a trusted peer's report cannot be read.
 //
 // Resolve does not allocate unless it fails.
-func (r *Resolver) Resolve(t Transport, h http.Header) (Result, error) {
-	res, f, val := r.walk(t, h)
+func (r *Resolver) Resolve(t Transport, h http.Header) (res Result, err error) {
+	// Small enough to inline into the caller, so that resolve fills the
+	// caller's Result in place rather than copying it back.
+	err = r.resolve(&res, &t, h)
+	return res, err
+}
+
+// resolve is Resolve's body: it walks, then builds the error once.
+func (r *Resolver) resolve(res *Result, t *Transport, h http.Header) error {
+	f, val := r.walk(res, t, h)
 	switch f {
 	case ok:
-		return res, nil
+		return nil
 	case failMasqueraded:
-		return res, ErrMasqueraded
+		return ErrMasqueraded
 	}
-	return res, &ChainError{Hop: res.Hop, Header: res.Header, Value: val, Err: failureErrors[f]}
+	return &ChainError{Hop: res.Hop, Header: res.Header, Value: val, Err: failureErrors[f]}
 }
 
 // ResolveRequest resolves the client of an HTTP request. The transport is
@@ -218,43 +226,47 @@ func (r *Resolver) client(a netip.Addr, pos int) bool {
 	if r.hops > 0 {
 		return pos == r.hops
 	}
-	return !r.trusted.Contains(a)
+	return !r.trusted.containsCanon(a)
 }
 
-func (r *Resolver) found(res Result, a netip.Addr, src Source, pos int, via netip.Addr) (Result, failure, string) {
+func (r *Resolver) found(res *Result, a netip.Addr, src Source, pos int, via netip.Addr) failure {
 	res.Client, res.Source, res.Hop, res.Via = a, src, pos, via
 	if src.FromHeader() {
 		res.Header = r.header
 	}
-	if r.masq.Contains(a) {
+	if r.masq.list != nil && r.masq.containsCanon(a) {
 		res.Masqueraded = true
-		return res, failMasqueraded, ""
+		return failMasqueraded
 	}
-	return res, ok, ""
+	return ok
 }
 
-func (r *Resolver) walk(t Transport, h http.Header) (res Result, f failure, val string) {
+// walk fills res and reports how the walk ended; on failure it also returns
+// the offending header entry.
+func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (failure, string) {
 	res.Peer, res.Proxy = t.Peer, t.Proxy
 
 	// Hop 0: the socket peer.
 	var cur netip.Addr // the hop just stepped over
 	if pa := t.Peer.Addr(); pa.IsValid() {
-		pa = pa.Unmap().WithZone("")
+		if pa.Is6() {
+			pa = pa.Unmap().WithZone("")
+		}
 		if pa.IsUnspecified() {
-			return res, failUnspecified, ""
+			return failUnspecified, ""
 		}
 		var trusted bool
 		if r.hops > 0 && r.trusted.Len() == 0 {
 			trusted = true
 		} else {
-			trusted = r.trusted.Contains(pa)
+			trusted = r.trusted.containsCanon(pa)
 		}
 		if !trusted {
-			return r.found(res, pa, SourceSocket, 0, netip.Addr{})
+			return r.found(res, pa, SourceSocket, 0, netip.Addr{}), ""
 		}
 		cur = pa
 	} else if !r.trustUnix {
-		return res, failNoAddress, ""
+		return failNoAddress, ""
 	}
 	pos := 0
 
@@ -264,92 +276,93 @@ func (r *Resolver) walk(t Transport, h http.Header) (res Result, f failure, val 
 		a, f := canonical(pa.WithZone(""))
 		if f != ok {
 			res.Hop = pos
-			return res, f, ""
+			return f, ""
 		}
 		if r.client(a, pos) {
-			return r.found(res, a, SourceProxyProtocol, pos, cur)
+			return r.found(res, a, SourceProxyProtocol, pos, cur), ""
 		}
 		cur = a
 	}
 
 	// The header's entries, from the right.
+	var lines []string
 	if r.kind != headerNone {
-		if lines := h[r.header]; len(lines) > 0 {
-			fail := func(f failure, v string) (Result, failure, string) {
-				res.Hop, res.Header = pos, r.header
-				return res, f, v
-			}
-			if !withinBudget(lines, r.maxBytes) {
+		lines = h[r.header]
+	}
+	if len(lines) > 0 {
+		f, e := ok, ""
+		if !withinBudget(lines, r.maxBytes) {
+			pos++
+			f = failTooLarge
+			goto failed
+		}
+		switch r.kind {
+		case headerXFF:
+			return r.walkXFF(res, lines, pos, cur)
+		case headerForwarded:
+			var ring fwdRing
+			if !ring.scan(lines) {
 				pos++
-				return fail(failTooLarge, "")
+				f, e = failMalformed, lines[len(lines)-1]
+				goto failed
 			}
-			switch r.kind {
-			case headerXFF:
-				it := newListIter(lines)
-				for {
-					e, more := it.next()
-					if !more {
-						break
-					}
-					if pos++; pos > r.maxHops {
-						return fail(failTooMany, "")
-					}
-					a, f := parseListAddr(e)
-					if f != ok {
-						return fail(f, e)
-					}
-					if r.client(a, pos) {
-						return r.found(res, a, r.source, pos, cur)
-					}
-					cur = a
+			for k := 0; k < ring.n; k++ {
+				if pos++; pos > r.maxHops {
+					f = failTooMany
+					goto failed
 				}
-			case headerForwarded:
-				var ring fwdRing
-				if !ring.scan(lines) {
-					pos++
-					return fail(failMalformed, lines[len(lines)-1])
-				}
-				for k := 0; k < ring.n; k++ {
-					if pos++; pos > r.maxHops {
-						return fail(failTooMany, "")
-					}
-					e := ring.element(lines, k)
-					a, f := parseForwardedElement(e)
-					if f != ok {
-						return fail(f, e)
-					}
-					if r.client(a, pos) {
-						return r.found(res, a, r.source, pos, cur)
-					}
-					cur = a
-				}
-			case headerSingle:
-				pos++
-				e := trimOWS(lines[0])
-				switch {
-				case len(lines) > 1:
-					return fail(failMultiple, lines[1])
-				case e == "":
-					return fail(failMalformed, e)
-				case strings.IndexByte(e, ',') >= 0:
-					return fail(failMultiple, e)
-				}
-				a, f := parseListAddr(e)
-				if f != ok {
-					return fail(f, e)
+				e = ring.element(lines, k)
+				var a netip.Addr
+				if a, f = parseForwardedElement(e); f != ok {
+					goto failed
 				}
 				if r.client(a, pos) {
-					return r.found(res, a, r.source, pos, cur)
+					return r.found(res, a, r.source, pos, cur), ""
 				}
 				cur = a
 			}
+		case headerSingle:
+			pos++
+			e = trimOWS(lines[0])
+			switch {
+			case len(lines) > 1:
+				f, e = failMultiple, lines[1]
+				goto failed
+			case e == "":
+				f = failMalformed
+				goto failed
+			case strings.IndexByte(e, ',') >= 0:
+				f = failMultiple
+				goto failed
+			case pos > r.maxHops:
+				f = failTooMany
+				goto failed
+			}
+			var a netip.Addr
+			if a, f = parseListAddr(e); f != ok {
+				goto failed
+			}
+			if r.client(a, pos) {
+				return r.found(res, a, r.source, pos, cur), ""
+			}
+			cur = a
 		}
+		res.Header = r.header
+		goto exhausted
+	failed:
+		res.Hop, res.Header = pos, r.header
+		return f, e
 	}
 
-	// Every hop was trusted.
+exhausted:
+	return r.exhausted(res, pos, cur)
+}
+
+// exhausted ends a walk in which every hop was trusted.
+func (r *Resolver) exhausted(res *Result, pos int, cur netip.Addr) (failure, string) {
 	res.Hop, res.Via = pos, cur
 	if r.hops > 0 {
-		return res, failTooFew, ""
+		return failTooFew, ""
 	}
-	return res, failAllTrusted, ""
+	return failAllTrusted, ""
 }

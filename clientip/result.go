@@ -17,18 +17,6 @@ type Result struct {
 	// resolution failed, except with ErrMasqueraded, where it names the node.
 	Client netip.Addr
 
-	// Source is the layer Client came from; SourceNone on failure.
-	Source Source
-
-	// Header is the canonical name of the header Client came from, or of the
-	// header in which resolution failed; "" otherwise.
-	Header string
-
-	// Hop is Client's position in the chain counted from the socket peer (0):
-	// 1 is the PROXY source when there is one, then the header's entries from
-	// the right. On failure it is the position where the walk stopped.
-	Hop int
-
 	// Via is the trusted hop that reported Client: the proxy nearest to it.
 	// It is invalid for SourceSocket and when that hop is a Unix socket. With
 	// ErrAllTrusted it is the outermost trusted hop.
@@ -41,6 +29,18 @@ type Result struct {
 	// Proxy is the PROXY protocol layer: the source address the upstream's
 	// header carried, or the zero value.
 	Proxy netip.AddrPort
+
+	// Header is the canonical name of the header Client came from, or of the
+	// header in which resolution failed; "" otherwise.
+	Header string
+
+	// Hop is Client's position in the chain counted from the socket peer (0):
+	// 1 is the PROXY source when there is one, then the header's entries from
+	// the right. On failure it is the position where the walk stopped.
+	Hop int
+
+	// Source is the layer Client came from; SourceNone on failure.
+	Source Source
 
 	// Masqueraded reports that Client is in Config.Masquerade: a node that
 	// stands in for the real client, which is lost.
@@ -79,15 +79,18 @@ func (r Result) String() string {
 	} else {
 		b.WriteString("unresolved")
 	}
-	if r.Source != SourceNone {
+	switch {
+	case r.Source == SourceHeader:
 		b.WriteString(" from ")
-		if r.Source == SourceHeader {
-			b.WriteString(r.Header)
-		} else {
-			b.WriteString(r.Source.String())
-		}
+		b.WriteString(r.Header)
+	case r.Source != SourceNone:
+		b.WriteString(" from ")
+		b.WriteString(r.Source.String())
+	case r.Header != "":
+		b.WriteString(" in ")
+		b.WriteString(r.Header)
 	}
-	if r.Hop > 0 || r.Source != SourceSocket {
+	if r.Hop > 0 {
 		b.WriteString(" hop ")
 		b.WriteString(strconv.Itoa(r.Hop))
 	}

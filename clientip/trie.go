@@ -86,10 +86,19 @@ func (n *trieNode) addChild(b byte) {
 	n.kids.set(b)
 }
 
-// contains4 reports whether the IPv4 address a lies in a prefix of the trie.
-func (n *trieNode) contains4(a [4]byte) bool {
-	for d := 0; d < 4; d++ {
-		b := a[d]
+// contains4 reports whether the IPv4 address ip (in host order) lies in a
+// prefix of the trie. The root is checked first: most lookups end there.
+func (n *trieNode) contains4(ip uint32) bool {
+	b := byte(ip >> 24)
+	if n.full.test(b) {
+		return true
+	}
+	return n.kids.test(b) && n.child[n.kids.rank(b)].contains4From(ip)
+}
+
+func (n *trieNode) contains4From(ip uint32) bool {
+	for shift := 16; shift >= 0; shift -= 8 {
+		b := byte(ip >> shift)
 		if n.full.test(b) {
 			return true
 		}

@@ -1,6 +1,9 @@
 package clientip
 
-import "strings"
+import (
+	"net/netip"
+	"strings"
+)
 
 // listIter walks the elements of a comma-separated header list from the right,
 // across all of the header's lines (later lines first), skipping empty elements
@@ -53,4 +56,133 @@ func withinBudget(lines []string, max int) bool {
 		}
 	}
 	return true
+}
+
+// walkXFF continues the walk of Resolver.walk over X-Forwarded-For from
+// position pos, cur being the hop last stepped over. It reads the list from the
+// right like listIter, but keeps its state in locals, and parses the common
+// entry, a dotted quad with optional white space around it, backwards in the
+// same pass that finds the entry's start, checking trust on the parsed bytes
+// and building an Addr only when it is needed. Anything else takes the general
+// path through parseListAddr.
+func (r *Resolver) walkXFF(res *Result, lines []string, pos int, cur netip.Addr) (failure, string) {
+	t4 := r.trusted.v4
+	if r.hops > 0 {
+		t4 = nil // hop-count mode decides by position alone
+	}
+	// A trusted dotted quad is kept as curIP and made an Addr only if it is
+	// still the last trusted hop when the walk ends.
+	var curIP uint32
+	curLazy := false
+	for li := len(lines) - 1; li >= 0; li-- {
+		l := lines[li]
+		// l[:end] is the unread part of the line; end < 0 once it is used up.
+		// uint(j) < uint(len(l)) is both "j >= 0" and the bounds check.
+		for end := len(l); end >= 0; {
+			ip, j := back4(l, end)
+			fast := j >= -1
+			var a netip.Addr
+			var e string
+			if fast {
+				e = l[j+1 : end]
+				end = j
+				if pos++; pos > r.maxHops {
+					res.Hop, res.Header = pos, r.header
+					return failTooMany, ""
+				}
+				if ip == 0 {
+					res.Hop, res.Header = pos, r.header
+					return failUnspecified, trimOWS(e)
+				}
+				if t4 != nil && t4.contains4(ip) {
+					curIP, curLazy = ip, true
+					continue
+				}
+				a = addrFrom4(ip)
+			} else {
+				i := strings.LastIndexByte(l[:end], ',')
+				e = trimOWS(l[i+1 : end])
+				end = i
+				if e == "" {
+					continue // RFC 9110 §5.6.1: empty list elements do not count
+				}
+				if pos++; pos > r.maxHops {
+					res.Hop, res.Header = pos, r.header
+					return failTooMany, ""
+				}
+				var f failure
+				if a, f = parseListAddr(e); f != ok {
+					res.Hop, res.Header = pos, r.header
+					return f, e
+				}
+			}
+			if curLazy {
+				cur, curLazy = addrFrom4(curIP), false
+			}
+			if r.client(a, pos) {
+				return r.found(res, a, r.source, pos, cur), ""
+			}
+			cur = a
+		}
+	}
+	if curLazy {
+		cur = addrFrom4(curIP)
+	}
+	return r.exhausted(res, pos, cur)
+}
+
+// back4 parses the element of l that ends at end (exclusive) if it is a dotted
+// quad with optional white space around it, reading backwards. It returns the
+// address and the index of the comma before the element (-1 at the start of
+// the line), or j < -1 when the element is anything else. Like parseIPv4 it
+// refuses leading zeros. uint(j) < uint(len(l)) is both "j >= 0" and the
+// bounds check, so each byte costs one comparison.
+func back4(l string, end int) (ip uint32, j int) {
+	j = end - 1
+	for uint(j) < uint(len(l)) && (l[j] == ' ' || l[j] == '\t') {
+		j--
+	}
+	for shift := 0; shift < 32; shift += 8 {
+		// One octet: up to three digits, no leading zero.
+		if uint(j) >= uint(len(l)) || l[j]-'0' > 9 {
+			return 0, -2
+		}
+		v := uint32(l[j] - '0')
+		j--
+		if uint(j) < uint(len(l)) && l[j]-'0' <= 9 {
+			d := uint32(l[j] - '0')
+			v += 10 * d
+			j--
+			if uint(j) < uint(len(l)) && l[j]-'0' <= 9 {
+				d = uint32(l[j] - '0')
+				v += 100 * d
+				j--
+			}
+			if d == 0 || v > 255 {
+				return 0, -2
+			}
+		}
+		ip |= v << shift
+		if shift < 24 {
+			if uint(j) >= uint(len(l)) || l[j] != '.' {
+				return 0, -2
+			}
+			j--
+		}
+	}
+	for uint(j) < uint(len(l)) && (l[j] == ' ' || l[j] == '\t') {
+		j--
+	}
+	if uint(j) < uint(len(l)) && l[j] != ',' {
+		return 0, -2
+	}
+	if j < 0 {
+		j = -1
+	}
+	return ip, j
+}
+
+// addrFrom4 returns the IPv4 address of the host-order integer ip.
+func addrFrom4(ip uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(ip >> 24), byte(ip >> 16), byte(ip >> 8), byte(ip)})
 }

@@ -1,0 +1,479 @@
+package clientip
+
+import (
+	"errors"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+var (
+	private10 = MustParsePrefixSet("10.0.0.0/8, fd00::/8")
+	lbSet     = MustParsePrefixSet("192.0.2.10/31")
+)
+
+func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+func addr(s string) netip.Addr {
+	if s == "" {
+		return netip.Addr{}
+	}
+	return netip.MustParseAddr(s)
+}
+
+type resolveCase struct {
+	name    string
+	cfg     Config
+	t       Transport
+	h       http.Header
+	want    string // client address; "" when none
+	src     Source
+	hop     int
+	via     string
+	wantErr error
+}
+
+func xffCfg() Config { return Config{TrustedProxies: private10, Header: "X-Forwarded-For"} }
+func fwdCfg() Config { return Config{TrustedProxies: private10, Header: "Forwarded"} }
+func xff(v ...string) http.Header { return http.Header{"X-Forwarded-For": v} }
+func fwd(v ...string) http.Header { return http.Header{"Forwarded": v} }
+
+var proxyPeer = Transport{Peer: ap("10.0.0.1:40000")}
+
+func runResolveCases(t *testing.T, tests []resolveCase) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := New(tc.cfg)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			res, err := r.Resolve(tc.t, tc.h)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err = %v, want %v (result %v)", err, tc.wantErr, res)
+				}
+				if !errors.Is(tc.wantErr, ErrMasqueraded) && res.Client.IsValid() {
+					t.Errorf("failed result names a client: %v", res)
+				}
+			} else if err != nil {
+				t.Fatalf("unexpected error %v (result %v)", err, res)
+			}
+			if res.Client != addr(tc.want) {
+				t.Errorf("client = %v, want %v (%v)", res.Client, tc.want, res)
+			}
+			if tc.want != "" && res.Source != tc.src {
+				t.Errorf("source = %v, want %v", res.Source, tc.src)
+			}
+			if res.Hop != tc.hop {
+				t.Errorf("hop = %d, want %d", res.Hop, tc.hop)
+			}
+			if tc.via != "" && res.Via != addr(tc.via) {
+				t.Errorf("via = %v, want %v", res.Via, tc.via)
+			}
+			if res.Peer != tc.t.Peer || res.Proxy != tc.t.Proxy {
+				t.Errorf("layers = %v / %v, want %v / %v", res.Peer, res.Proxy, tc.t.Peer, tc.t.Proxy)
+			}
+			// The model agrees.
+			m := refResolve(tc.cfg, tc.t, tc.h)
+			if m.fail != failureOf(err) || m.client != res.Client || m.hop != res.Hop {
+				t.Errorf("reference walker: %+v; Resolve: %v, %v", m, res, err)
+			}
+		})
+	}
+}
+
+func TestResolveSocketAndProxy(t *testing.T) {
+	runResolveCases(t, []resolveCase{
+		{name: "zero config: the socket peer is the client",
+			t: Transport{Peer: ap("203.0.113.9:51234")}, want: "203.0.113.9", src: SourceSocket},
+		{name: "zero config ignores every header (direct client forging XFF)",
+			t: Transport{Peer: ap("203.0.113.9:51234")}, h: xff("127.0.0.1"), want: "203.0.113.9", src: SourceSocket},
+		{name: "zero config ignores a PROXY source (never believed from an untrusted peer)",
+			t: Transport{Peer: ap("203.0.113.9:51234"), Proxy: ap("198.51.100.1:1")}, want: "203.0.113.9", src: SourceSocket},
+		{name: "dual-stack socket peer is unmapped (::ffff:a.b.c.d)",
+			t: Transport{Peer: ap("[::ffff:203.0.113.9]:51234")}, want: "203.0.113.9", src: SourceSocket},
+		{name: "mapped peer inside a v4 trusted range is trusted (no alias past 10.0.0.0/8)",
+			cfg: xffCfg(), t: Transport{Peer: ap("[::ffff:10.0.0.1]:4000")}, h: xff("198.51.100.7"),
+			want: "198.51.100.7", src: SourceXForwardedFor, hop: 1, via: "10.0.0.1"},
+		{name: "zoned link-local peer: the zone is not part of the answer",
+			t: Transport{Peer: ap("[fe80::1%eth0]:4000")}, want: "fe80::1", src: SourceSocket},
+		{name: "unix socket peer, not trusted: ErrNoAddress",
+			cfg: Config{}, t: Transport{}, wantErr: ErrNoAddress},
+		{name: "unix socket peer, trusted: the header is read",
+			cfg: Config{TrustUnixSocket: true, Header: "X-Forwarded-For"}, t: Transport{}, h: xff("198.51.100.7"),
+			want: "198.51.100.7", src: SourceXForwardedFor, hop: 1},
+		{name: "unix socket peer, trusted, no header: every hop trusted",
+			cfg: Config{TrustUnixSocket: true, Header: "X-Forwarded-For"}, t: Transport{}, wantErr: ErrAllTrusted},
+		{name: "PROXY from a trusted load balancer: source = PROXY protocol, LB kept as the socket layer",
+			cfg: Config{TrustedProxies: lbSet}, t: Transport{Peer: ap("192.0.2.10:33000"), Proxy: ap("198.51.100.77:52311")},
+			want: "198.51.100.77", src: SourceProxyProtocol, hop: 1, via: "192.0.2.10"},
+		{name: "PROXY source that is IPv4-mapped is unmapped",
+			cfg: Config{TrustedProxies: lbSet}, t: Transport{Peer: ap("192.0.2.10:33000"), Proxy: ap("[::ffff:198.51.100.77]:52311")},
+			want: "198.51.100.77", src: SourceProxyProtocol, hop: 1},
+		{name: "PROXY source 0.0.0.0 is never a client",
+			cfg: Config{TrustedProxies: lbSet}, t: Transport{Peer: ap("192.0.2.10:33000"), Proxy: ap("0.0.0.0:1")},
+			hop: 1, wantErr: ErrUnspecified},
+		{name: "trusted LB without a PROXY header and no header configured: every hop trusted",
+			cfg: Config{TrustedProxies: lbSet}, t: Transport{Peer: ap("192.0.2.10:33000")}, wantErr: ErrAllTrusted, via: "192.0.2.10"},
+		{name: "PROXY source is itself a trusted proxy: headers it delivered are read",
+			cfg: Config{TrustedProxies: lbSet.Union(private10), Header: "X-Forwarded-For"},
+			t: Transport{Peer: ap("192.0.2.10:33000"), Proxy: ap("10.9.9.9:4000")}, h: xff("6.6.6.6, 198.51.100.7"),
+			want: "198.51.100.7", src: SourceXForwardedFor, hop: 2, via: "10.9.9.9"},
+		{name: "socket peer 0.0.0.0 is never a client",
+			t: Transport{Peer: ap("0.0.0.0:1")}, wantErr: ErrUnspecified},
+	})
+}
+
+func TestResolveXForwardedFor(t *testing.T) {
+	runResolveCases(t, []resolveCase{
+		{name: "rightmost untrusted entry is the client",
+			cfg: xffCfg(), t: proxyPeer, h: xff("198.51.100.7"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 1, via: "10.0.0.1"},
+		{name: "spoof: forged entries at the left are never used (GHSA-3fxj-6jh8-hvhx, leftmost XFF)",
+			cfg: xffCfg(), t: proxyPeer, h: xff("127.0.0.1, 6.6.6.6, 198.51.100.7"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 1},
+		{name: "spoof: a direct client's headers are ignored (GHSA-rjr7-jggh-pgcp, XFF from anyone)",
+			cfg: xffCfg(), t: Transport{Peer: ap("203.0.113.9:1")}, h: xff("127.0.0.1"), want: "203.0.113.9", src: SourceSocket},
+		{name: "walks over trusted proxies (two trusted hops in the header)",
+			cfg: xffCfg(), t: proxyPeer, h: xff("6.6.6.6, 198.51.100.7, 10.0.0.2, 10.0.0.3"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 3, via: "10.0.0.2"},
+		{name: "repeated header lines are one list in order (gin #4472: later lines are nearer)",
+			cfg: xffCfg(), t: proxyPeer, h: xff("6.6.6.6, 198.51.100.7", "10.0.0.2"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 2},
+		{name: "spoof: a forged second line cannot be taken for the proxy's (first line walked last)",
+			cfg: xffCfg(), t: proxyPeer, h: xff("6.6.6.6", "198.51.100.7"), want: "198.51.100.7", hop: 1, src: SourceXForwardedFor},
+		{name: "empty elements and OWS (spaces, tabs) are skipped (RFC 9110 §5.6.1)",
+			cfg: xffCfg(), t: proxyPeer, h: xff(" ,\t198.51.100.7\t , ,, 10.0.0.2 ,"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 2},
+		{name: "entry with a port", cfg: xffCfg(), t: proxyPeer, h: xff("198.51.100.7:8080"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 1},
+		{name: "bracketed IPv6", cfg: xffCfg(), t: proxyPeer, h: xff("[2001:db8::7]"), want: "2001:db8::7", src: SourceXForwardedFor, hop: 1},
+		{name: "bracketed IPv6 with port", cfg: xffCfg(), t: proxyPeer, h: xff("[2001:db8::7]:443"), want: "2001:db8::7", src: SourceXForwardedFor, hop: 1},
+		{name: "bare IPv6", cfg: xffCfg(), t: proxyPeer, h: xff("2001:db8::7"), want: "2001:db8::7", src: SourceXForwardedFor, hop: 1},
+		{name: "IPv6 client behind IPv6 proxies", cfg: xffCfg(), t: Transport{Peer: ap("[fd00::1]:1")},
+			h: xff("2001:db8::7, fd00::2"), want: "2001:db8::7", src: SourceXForwardedFor, hop: 2, via: "fd00::2"},
+		{name: "output is canonical: IPv4-mapped entry unmapped",
+			cfg: xffCfg(), t: proxyPeer, h: xff("::ffff:198.51.100.7"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 1},
+		{name: "spoof: mapped alias of a trusted proxy is trusted too (chi Unmap fix)",
+			cfg: xffCfg(), t: proxyPeer, h: xff("198.51.100.7, ::ffff:10.0.0.2"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 2},
+		{name: "spoof: zoned alias is malformed, never an address that escapes the trusted set",
+			cfg: xffCfg(), t: proxyPeer, h: xff("198.51.100.7, fd00::2%eth0"), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed: garbage where the walk needs an address (never skipped, fiber/Caddy bug class)",
+			cfg: xffCfg(), t: proxyPeer, h: xff("198.51.100.7, not-an-ip"), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed entry beyond the client is never read",
+			cfg: xffCfg(), t: proxyPeer, h: xff("not-an-ip, 198.51.100.7"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 1},
+		{name: "malformed: leading-zero octets (octal ambiguity)", cfg: xffCfg(), t: proxyPeer, h: xff("010.0.0.1"), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed: hex IPv4", cfg: xffCfg(), t: proxyPeer, h: xff("0x0a.0.0.1"), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed: CIDR", cfg: xffCfg(), t: proxyPeer, h: xff("198.51.100.0/24"), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed: host name", cfg: xffCfg(), t: proxyPeer, h: xff("evil.example"), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed: control byte", cfg: xffCfg(), t: proxyPeer, h: xff("198.51.100.7\x00"), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed: short IPv4", cfg: xffCfg(), t: proxyPeer, h: xff("198.51.100"), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed: octet above 255", cfg: xffCfg(), t: proxyPeer, h: xff("198.51.100.256"), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed: bracketed IPv4", cfg: xffCfg(), t: proxyPeer, h: xff("[198.51.100.7]"), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed: empty port", cfg: xffCfg(), t: proxyPeer, h: xff("198.51.100.7:"), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed: port above 65535", cfg: xffCfg(), t: proxyPeer, h: xff("198.51.100.7:65536"), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed: non-numeric port", cfg: xffCfg(), t: proxyPeer, h: xff("198.51.100.7:nope"), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed: quoted entry", cfg: xffCfg(), t: proxyPeer, h: xff(`"198.51.100.7"`), hop: 1, wantErr: ErrMalformed},
+		{name: "malformed: two addresses separated by a space (nginx splits on spaces; we do not)",
+			cfg: xffCfg(), t: proxyPeer, h: xff("6.6.6.6 198.51.100.7"), hop: 1, wantErr: ErrMalformed},
+		{name: "unspecified 0.0.0.0 is never a client", cfg: xffCfg(), t: proxyPeer, h: xff("0.0.0.0"), hop: 1, wantErr: ErrUnspecified},
+		{name: "unspecified :: is never a client", cfg: xffCfg(), t: proxyPeer, h: xff("::"), hop: 1, wantErr: ErrUnspecified},
+		{name: "unspecified mapped ::ffff:0.0.0.0 is never a client", cfg: xffCfg(), t: proxyPeer, h: xff("::ffff:0.0.0.0"), hop: 1, wantErr: ErrUnspecified},
+		{name: "every hop trusted: ErrAllTrusted, never the leftmost (internal spoofer in the trusted range)",
+			cfg: xffCfg(), t: proxyPeer, h: xff("10.0.0.9, 10.0.0.2"), hop: 2, via: "10.0.0.9", wantErr: ErrAllTrusted},
+		{name: "trusted peer without the header: every hop trusted, the peer is not passed off as the client",
+			cfg: xffCfg(), t: proxyPeer, hop: 0, via: "10.0.0.1", wantErr: ErrAllTrusted},
+		{name: "header present but empty: every hop trusted", cfg: xffCfg(), t: proxyPeer, h: xff(""), wantErr: ErrAllTrusted},
+		{name: "only the configured header is read (Forwarded ignored when X-Forwarded-For is configured)",
+			cfg: xffCfg(), t: proxyPeer, h: http.Header{"Forwarded": {"for=198.51.100.7"}, "X-Real-Ip": {"198.51.100.8"}},
+			wantErr: ErrAllTrusted},
+	})
+}
+
+func TestResolveHopCount(t *testing.T) {
+	runResolveCases(t, []resolveCase{
+		{name: "one trusted hop: the client is what the proxy wrote",
+			cfg: Config{TrustedHops: 1, Header: "X-Forwarded-For"}, t: Transport{Peer: ap("203.0.113.1:1")},
+			h: xff("6.6.6.6, 198.51.100.7"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 1, via: "203.0.113.1"},
+		{name: "two trusted hops: addresses inside the count are not checked",
+			cfg: Config{TrustedHops: 2, Header: "X-Forwarded-For"}, t: Transport{Peer: ap("203.0.113.1:1")},
+			h: xff("6.6.6.6, 198.51.100.7, 203.0.113.2"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 2},
+		{name: "too few hops: ErrTooFewHops, never the leftmost",
+			cfg: Config{TrustedHops: 3, Header: "X-Forwarded-For"}, t: Transport{Peer: ap("203.0.113.1:1")},
+			h: xff("198.51.100.7, 203.0.113.2"), hop: 2, wantErr: ErrTooFewHops},
+		{name: "with ranges, a peer outside them is the client and its headers are ignored",
+			cfg: Config{TrustedHops: 1, TrustedProxies: private10, Header: "X-Forwarded-For"}, t: Transport{Peer: ap("203.0.113.9:1")},
+			h: xff("127.0.0.1"), want: "203.0.113.9", src: SourceSocket},
+		{name: "with ranges, a trusted peer's header is counted",
+			cfg: Config{TrustedHops: 1, TrustedProxies: private10, Header: "X-Forwarded-For"}, t: proxyPeer,
+			h: xff("6.6.6.6, 198.51.100.7"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 1},
+		{name: "the PROXY source counts as a hop",
+			cfg: Config{TrustedHops: 2, Header: "X-Forwarded-For"}, t: Transport{Peer: ap("192.0.2.10:1"), Proxy: ap("203.0.113.5:2")},
+			h: xff("6.6.6.6, 198.51.100.7"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 2, via: "203.0.113.5"},
+		{name: "one hop behind a PROXY load balancer is the PROXY source",
+			cfg: Config{TrustedHops: 1}, t: Transport{Peer: ap("192.0.2.10:1"), Proxy: ap("198.51.100.7:2")},
+			want: "198.51.100.7", src: SourceProxyProtocol, hop: 1},
+		{name: "malformed entry inside the count stops the walk",
+			cfg: Config{TrustedHops: 2, Header: "X-Forwarded-For"}, t: Transport{Peer: ap("203.0.113.1:1")},
+			h: xff("198.51.100.7, garbage"), hop: 1, wantErr: ErrMalformed},
+	})
+}
+
+func TestResolveForwarded(t *testing.T) {
+	runResolveCases(t, []resolveCase{
+		{name: "RFC 7239 §4 example: for=192.0.2.60;proto=http;by=203.0.113.43",
+			cfg: fwdCfg(), t: proxyPeer, h: fwd("for=192.0.2.60;proto=http;by=203.0.113.43"), want: "192.0.2.60", src: SourceForwarded, hop: 1},
+		{name: "RFC 7239 §7.4: quoted, bracketed IPv6 with port",
+			cfg: fwdCfg(), t: proxyPeer, h: fwd(`for="[2001:db8:cafe::17]:4711"`), want: "2001:db8:cafe::17", src: SourceForwarded, hop: 1},
+		{name: "quoted, bracketed IPv6 without port",
+			cfg: fwdCfg(), t: proxyPeer, h: fwd(`for="[2001:db8:cafe::17]"`), want: "2001:db8:cafe::17", src: SourceForwarded, hop: 1},
+		{name: "quoted IPv4 with port", cfg: fwdCfg(), t: proxyPeer, h: fwd(`for="192.0.2.60:8080"`), want: "192.0.2.60", src: SourceForwarded, hop: 1},
+		{name: "obfuscated port is allowed (RFC 7239 §6.3)", cfg: fwdCfg(), t: proxyPeer, h: fwd(`for="192.0.2.60:_p1"`), want: "192.0.2.60", src: SourceForwarded, hop: 1},
+		{name: "parameter names are case-insensitive (RFC 7239 §4)", cfg: fwdCfg(), t: proxyPeer, h: fwd("For=192.0.2.60;PROTO=https"), want: "192.0.2.60", src: SourceForwarded, hop: 1},
+		{name: "walks elements from the right over trusted proxies",
+			cfg: fwdCfg(), t: proxyPeer, h: fwd("for=6.6.6.6, for=192.0.2.60;proto=https, for=10.0.0.2, for=\"[fd00::3]:80\""),
+			want: "192.0.2.60", src: SourceForwarded, hop: 3, via: "10.0.0.2"},
+		{name: "repeated Forwarded lines are one list", cfg: fwdCfg(), t: proxyPeer, h: fwd("for=192.0.2.60", "for=10.0.0.2"),
+			want: "192.0.2.60", src: SourceForwarded, hop: 2},
+		{name: "comma inside a quoted string does not split elements (RCI deviation 1)",
+			cfg: fwdCfg(), t: proxyPeer, h: fwd(`for="1.1.1.1, for=2.2.2.2", for=10.0.0.2`), hop: 2, wantErr: ErrMalformed},
+		{name: "comma inside quotes: the element is read whole, its value is not a node",
+			cfg: fwdCfg(), t: proxyPeer, h: fwd(`for=192.0.2.60;x="a,b"`), want: "192.0.2.60", src: SourceForwarded, hop: 1},
+		{name: "unterminated quote makes the whole header malformed (RCI deviation 2)",
+			cfg: fwdCfg(), t: proxyPeer, h: fwd(`for="1.1.1.1, for=192.0.2.60`), hop: 1, wantErr: ErrMalformed},
+		{name: "spoof: a client's open quote cannot swallow the proxy's element into a value",
+			cfg: fwdCfg(), t: proxyPeer, h: fwd(`for="6.6.6.6`, `for=192.0.2.60`), hop: 1, wantErr: ErrMalformed},
+		{name: "bad parameter syntax makes the element invalid (RCI deviation 3)",
+			cfg: fwdCfg(), t: proxyPeer, h: fwd("for=1.1.1.1;@!=x, for=10.0.0.2"), hop: 2, wantErr: ErrMalformed},
+		{name: "duplicated parameter makes the element invalid (RFC 7239 §4, RCI deviation 4)",
+			cfg: fwdCfg(), t: proxyPeer, h: fwd("for=1.1.1.1;For=2.2.2.2, for=10.0.0.2"), hop: 2, wantErr: ErrMalformed},
+		{name: "duplicated non-for parameter also invalidates the element",
+			cfg: fwdCfg(), t: proxyPeer, h: fwd("for=192.0.2.60;proto=http;proto=https"), hop: 1, wantErr: ErrMalformed},
+		{name: "quoted-pair is unescaped (RCI deviation 5)", cfg: fwdCfg(), t: proxyPeer, h: fwd(`for="192.0.2.\60"`), want: "192.0.2.60", src: SourceForwarded, hop: 1},
+		{name: "white space around = is invalid (RCI deviation 6)", cfg: fwdCfg(), t: proxyPeer, h: fwd("for =192.0.2.60"), hop: 1, wantErr: ErrMalformed},
+		{name: "white space after = is invalid", cfg: fwdCfg(), t: proxyPeer, h: fwd("for= 192.0.2.60"), hop: 1, wantErr: ErrMalformed},
+		{name: "white space around ; is tolerated", cfg: fwdCfg(), t: proxyPeer, h: fwd("proto=https ; for=192.0.2.60"), want: "192.0.2.60", src: SourceForwarded, hop: 1},
+		{name: "unquoted IPv6 is invalid: ':' and '[' are not token characters (RCI deviation 7)",
+			cfg: fwdCfg(), t: proxyPeer, h: fwd("for=[2001:db8::1]"), hop: 1, wantErr: ErrMalformed},
+		{name: "IPv6 without brackets is invalid (RCI deviation 8)", cfg: fwdCfg(), t: proxyPeer, h: fwd(`for="2001:db8::1"`), hop: 1, wantErr: ErrMalformed},
+		{name: "bracketed IPv4 is invalid (RCI deviation 9)", cfg: fwdCfg(), t: proxyPeer, h: fwd(`for="[1.1.1.1]"`), hop: 1, wantErr: ErrMalformed},
+		{name: "unquoted port is invalid", cfg: fwdCfg(), t: proxyPeer, h: fwd("for=192.0.2.60:80"), hop: 1, wantErr: ErrMalformed},
+		{name: "for=unknown stops the walk (RFC 7239 §6.2)", cfg: fwdCfg(), t: proxyPeer, h: fwd("for=192.0.2.60, for=unknown"), hop: 1, wantErr: ErrUnknownHop},
+		{name: "for=UNKNOWN in any case", cfg: fwdCfg(), t: proxyPeer, h: fwd("for=UNKNOWN"), hop: 1, wantErr: ErrUnknownHop},
+		{name: "spoof: an obfuscated node stops the walk, the entry behind it is never used (RFC 7239 §6.3)",
+			cfg: fwdCfg(), t: proxyPeer, h: fwd("for=6.6.6.6, for=_hidden"), hop: 1, wantErr: ErrUnknownHop},
+		{name: "obfuscated node with bad characters is malformed", cfg: fwdCfg(), t: proxyPeer, h: fwd(`for="_a%b"`), hop: 1, wantErr: ErrMalformed},
+		{name: "element without for= is a hop of unknown address", cfg: fwdCfg(), t: proxyPeer, h: fwd("proto=https;by=10.0.0.1"), hop: 1, wantErr: ErrUnknownHop},
+		{name: "zone in a node is malformed", cfg: fwdCfg(), t: proxyPeer, h: fwd(`for="[fe80::1%25eth0]"`), hop: 1, wantErr: ErrMalformed},
+		{name: "empty elements are skipped", cfg: fwdCfg(), t: proxyPeer, h: fwd(" , for=192.0.2.60 ,, "), want: "192.0.2.60", src: SourceForwarded, hop: 1},
+		{name: "for=0.0.0.0 is never a client", cfg: fwdCfg(), t: proxyPeer, h: fwd("for=0.0.0.0"), hop: 1, wantErr: ErrUnspecified},
+		{name: "mapped node unmapped", cfg: fwdCfg(), t: proxyPeer, h: fwd(`for="[::ffff:192.0.2.60]"`), want: "192.0.2.60", src: SourceForwarded, hop: 1},
+		{name: "only Forwarded is read: a forged X-Forwarded-For is ignored (Rack priority bug class)",
+			cfg: fwdCfg(), t: proxyPeer, h: http.Header{"Forwarded": {"for=192.0.2.60"}, "X-Forwarded-For": {"6.6.6.6"}},
+			want: "192.0.2.60", src: SourceForwarded, hop: 1},
+	})
+}
+
+func TestResolveSingleHeader(t *testing.T) {
+	cf := Config{TrustedProxies: private10, Header: "cf-connecting-ip"}
+	runResolveCases(t, []resolveCase{
+		{name: "believed from a trusted peer", cfg: cf, t: proxyPeer, h: http.Header{"Cf-Connecting-Ip": {"198.51.100.7"}},
+			want: "198.51.100.7", src: SourceHeader, hop: 1},
+		{name: "spoof: ignored from a direct client (gin TrustedPlatform bug, echo v5 X-Real-IP)", cfg: cf,
+			t: Transport{Peer: ap("203.0.113.9:1")}, h: http.Header{"Cf-Connecting-Ip": {"127.0.0.1"}}, want: "203.0.113.9", src: SourceSocket},
+		{name: "two instances: ErrMultipleValues (GHSA-gcfq-8gqf-4876, Header.Add put the client's value first)", cfg: cf, t: proxyPeer,
+			h: http.Header{"Cf-Connecting-Ip": {"6.6.6.6", "198.51.100.7"}}, hop: 1, wantErr: ErrMultipleValues},
+		{name: "a list in a single-address header: ErrMultipleValues", cfg: cf, t: proxyPeer,
+			h: http.Header{"Cf-Connecting-Ip": {"6.6.6.6, 198.51.100.7"}}, hop: 1, wantErr: ErrMultipleValues},
+		{name: "empty value is malformed", cfg: cf, t: proxyPeer, h: http.Header{"Cf-Connecting-Ip": {" "}}, hop: 1, wantErr: ErrMalformed},
+		{name: "garbage is malformed", cfg: cf, t: proxyPeer, h: http.Header{"Cf-Connecting-Ip": {"nope"}}, hop: 1, wantErr: ErrMalformed},
+		{name: "absent header behind a trusted peer: every hop trusted", cfg: cf, t: proxyPeer, wantErr: ErrAllTrusted},
+		{name: "a value inside the trusted set: every hop trusted", cfg: cf, t: proxyPeer, h: http.Header{"Cf-Connecting-Ip": {"10.0.0.9"}}, hop: 1, wantErr: ErrAllTrusted},
+		{name: "other forwarding headers are never read", cfg: cf, t: proxyPeer, h: xff("198.51.100.7"), wantErr: ErrAllTrusted},
+		{name: "IPv6 with OWS", cfg: cf, t: proxyPeer, h: http.Header{"Cf-Connecting-Ip": {"\t2001:db8::7 "}}, want: "2001:db8::7", src: SourceHeader, hop: 1},
+	})
+}
+
+func TestResolveMasquerade(t *testing.T) {
+	nodes := MustParsePrefixSet("192.0.2.0/28")
+	runResolveCases(t, []resolveCase{
+		{name: "externalTrafficPolicy: Cluster — the socket peer is a node: flagged with ErrMasqueraded",
+			cfg: Config{Masquerade: nodes}, t: Transport{Peer: ap("192.0.2.3:61000")}, want: "192.0.2.3", src: SourceSocket, wantErr: ErrMasqueraded},
+		{name: "a client outside the node set is not flagged",
+			cfg: Config{Masquerade: nodes}, t: Transport{Peer: ap("198.51.100.7:61000")}, want: "198.51.100.7", src: SourceSocket},
+		{name: "a header-derived result on a node address is flagged too",
+			cfg: Config{TrustedProxies: private10, Header: "X-Forwarded-For", Masquerade: nodes}, t: proxyPeer,
+			h: xff("192.0.2.4"), want: "192.0.2.4", src: SourceXForwardedFor, hop: 1, wantErr: ErrMasqueraded},
+	})
+}
+
+func TestResolveLimits(t *testing.T) {
+	many := strings.TrimSuffix(strings.Repeat("10.1.2.3, ", 10000), ", ")
+	runResolveCases(t, []resolveCase{
+		{name: "10,000 trusted entries: ErrTooManyHops after MaxHops",
+			cfg: Config{TrustedProxies: private10, Header: "X-Forwarded-For", MaxHeaderBytes: 1 << 20}, t: proxyPeer,
+			h: xff(many), hop: DefaultMaxHops + 1, wantErr: ErrTooManyHops},
+		{name: "100 KB of garbage: ErrHeaderTooLarge before parsing",
+			cfg: xffCfg(), t: proxyPeer, h: xff(strings.Repeat("x", 100<<10)), hop: 1, wantErr: ErrHeaderTooLarge},
+		{name: "many empty lines count against the byte budget",
+			cfg: xffCfg(), t: proxyPeer, h: xff(make([]string, DefaultMaxHeaderBytes+1)...), hop: 1, wantErr: ErrHeaderTooLarge},
+		{name: "MaxHops counts the PROXY hop",
+			cfg: Config{TrustedProxies: private10, Header: "X-Forwarded-For", MaxHops: 2}, t: Transport{Peer: ap("10.0.0.1:1"), Proxy: ap("10.0.0.2:2")},
+			h: xff("198.51.100.7, 10.0.0.3"), hop: 3, wantErr: ErrTooManyHops},
+		{name: "a chain exactly MaxHops long resolves",
+			cfg: Config{TrustedProxies: private10, Header: "X-Forwarded-For", MaxHops: 2}, t: proxyPeer,
+			h: xff("198.51.100.7, 10.0.0.3"), want: "198.51.100.7", src: SourceXForwardedFor, hop: 2},
+		{name: "Forwarded: too many elements",
+			cfg: Config{TrustedProxies: private10, Header: "Forwarded", MaxHops: 3}, t: proxyPeer,
+			h: fwd("for=198.51.100.7, for=10.0.0.1, for=10.0.0.2, for=10.0.0.3"), hop: 4, wantErr: ErrTooManyHops},
+		{name: "Forwarded: more elements than the ring keeps, client near the right",
+			cfg: Config{TrustedProxies: private10, Header: "Forwarded", MaxHeaderBytes: 1 << 20}, t: proxyPeer,
+			h: fwd(strings.Repeat("for=6.6.6.6, ", 500) + "for=198.51.100.7, for=10.0.0.3"), want: "198.51.100.7", src: SourceForwarded, hop: 2},
+		{name: "single header: MaxHops", cfg: Config{TrustedProxies: private10, Header: "X-Real-IP", MaxHops: 1},
+			t: Transport{Peer: ap("10.0.0.1:1"), Proxy: ap("10.0.0.2:2")}, h: http.Header{"X-Real-Ip": {"198.51.100.7"}}, hop: 2, wantErr: ErrTooManyHops},
+	})
+}
+
+func TestNewValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"header with nothing trusted would never be read", Config{Header: "X-Forwarded-For"}},
+		{"invalid header name", Config{TrustedProxies: private10, Header: "X Forwarded"}},
+		{"negative hops", Config{TrustedHops: -1}},
+		{"hops above MaxHops", Config{TrustedHops: 5, MaxHops: 4}},
+		{"MaxHops above the limit", Config{MaxHops: 65}},
+		{"negative MaxHops", Config{MaxHops: -1}},
+		{"negative MaxHeaderBytes", Config{MaxHeaderBytes: -1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(tc.cfg); !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("New = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+	if _, err := New(Config{}); err != nil {
+		t.Fatalf("zero Config: %v", err)
+	}
+	r := MustNew(Config{TrustedProxies: private10, Header: "x-forwarded-for"})
+	if r.Header() != "X-Forwarded-For" {
+		t.Errorf("Header() = %q", r.Header())
+	}
+}
+
+func TestChainError(t *testing.T) {
+	r := MustNew(xffCfg())
+	_, err := r.Resolve(proxyPeer, xff("198.51.100.7, "+strings.Repeat("x", 100)))
+	var ce *ChainError
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %T %v, want *ChainError", err, err)
+	}
+	if ce.Hop != 1 || ce.Header != "X-Forwarded-For" || !errors.Is(ce, ErrMalformed) {
+		t.Errorf("ChainError = %+v", ce)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "hop 1 in X-Forwarded-For") || len(msg) > 160 {
+		t.Errorf("Error() = %q: want the hop and header, and the hostile value truncated", msg)
+	}
+}
+
+func TestResolveRequest(t *testing.T) {
+	r := MustNew(xffCfg())
+	req, _ := http.NewRequest("GET", "http://example/", nil)
+	req.RemoteAddr = "10.0.0.1:4000"
+	req.Header.Set("X-Forwarded-For", "6.6.6.6, 198.51.100.7")
+	res, err := r.ResolveRequest(req)
+	if err != nil || res.Client != addr("198.51.100.7") || res.Peer != ap("10.0.0.1:4000") {
+		t.Fatalf("ResolveRequest = %v, %v", res, err)
+	}
+
+	t.Run("transport from the context wins over RemoteAddr (PROXY layer kept apart)", func(t *testing.T) {
+		lb := MustNew(Config{TrustedProxies: lbSet})
+		req := req.Clone(NewTransportContext(req.Context(), Transport{Peer: ap("192.0.2.10:1"), Proxy: ap("198.51.100.9:2")}))
+		req.RemoteAddr = "198.51.100.9:2" // what a PROXY-aware conn reports
+		res, err := lb.ResolveRequest(req)
+		if err != nil || res.Client != addr("198.51.100.9") || res.Source != SourceProxyProtocol || res.Peer != ap("192.0.2.10:1") {
+			t.Fatalf("got %v, %v", res, err)
+		}
+	})
+	t.Run("RemoteAddr without a port", func(t *testing.T) {
+		req := req.Clone(req.Context())
+		req.RemoteAddr = "203.0.113.9"
+		if res, err := r.ResolveRequest(req); err != nil || res.Client != addr("203.0.113.9") {
+			t.Fatalf("got %v, %v", res, err)
+		}
+	})
+	t.Run("spoof: RemoteAddr rewritten to garbage by other middleware is not a trusted unix peer (chi RealIP, GHSA-9g5q-2w5x-hmxf)", func(t *testing.T) {
+		ru := MustNew(Config{TrustUnixSocket: true, Header: "X-Forwarded-For"})
+		req := req.Clone(req.Context())
+		req.RemoteAddr = "not-an-address"
+		if _, err := ru.ResolveRequest(req); !errors.Is(err, ErrNoAddress) {
+			t.Fatalf("err = %v, want ErrNoAddress", err)
+		}
+	})
+	t.Run("ResolveRequest never modifies the request", func(t *testing.T) {
+		before := req.RemoteAddr
+		r.ResolveRequest(req)
+		if req.RemoteAddr != before || req.Header.Get("X-Forwarded-For") != "6.6.6.6, 198.51.100.7" {
+			t.Fatal("request modified")
+		}
+	})
+}
+
+func TestResolveAllocs(t *testing.T) {
+	for _, c := range benchCases() {
+		r := MustNew(c.cfg)
+		if n := testing.AllocsPerRun(100, func() { r.Resolve(c.t, c.h) }); n != 0 {
+			t.Errorf("%s: Resolve allocates %v times per run, want 0", c.name, n)
+		}
+	}
+	// A quoted-pair in a Forwarded node is unescaped on the stack.
+	r := MustNew(fwdCfg())
+	h := fwd(`for="[2001:db8::\7]:80"`)
+	if n := testing.AllocsPerRun(100, func() { r.Resolve(proxyPeer, h) }); n != 0 {
+		t.Errorf("quoted-pair: %v allocs", n)
+	}
+	req, _ := http.NewRequest("GET", "http://example/", nil)
+	req.RemoteAddr = "10.0.0.1:4000"
+	req.Header.Set("X-Forwarded-For", "198.51.100.7, 10.0.0.2")
+	rx := MustNew(xffCfg())
+	if n := testing.AllocsPerRun(100, func() { rx.ResolveRequest(req) }); n != 0 {
+		t.Errorf("ResolveRequest allocates %v times per run, want 0", n)
+	}
+}
+
+func TestResultString(t *testing.T) {
+	r := MustNew(xffCfg())
+	res, _ := r.Resolve(proxyPeer, xff("198.51.100.7, 10.0.0.3"))
+	if got, want := res.String(), "198.51.100.7 from x-forwarded-for hop 2 via 10.0.0.3 (peer 10.0.0.1:40000)"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if got := res.ClientAddrPort(); got != netip.AddrPortFrom(addr("198.51.100.7"), 0) {
+		t.Errorf("ClientAddrPort = %v", got)
+	}
+	lb := MustNew(Config{TrustedProxies: lbSet})
+	res, _ = lb.Resolve(Transport{Peer: ap("192.0.2.10:1"), Proxy: ap("198.51.100.9:2")}, nil)
+	if got := res.ClientAddrPort(); got != ap("198.51.100.9:2") {
+		t.Errorf("ClientAddrPort from PROXY = %v", got)
+	}
+	res, _ = MustNew(Config{}).Resolve(Transport{}, nil)
+	if got := res.String(); got != "unresolved (peer unix)" {
+		t.Errorf("unresolved String() = %q", got)
+	}
+}
+
+func TestSourceText(t *testing.T) {
+	for s := SourceNone; s <= SourceHeader; s++ {
+		b, err := s.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Source
+		if err := back.UnmarshalText(b); err != nil || back != s {
+			t.Errorf("round trip of %v: %v, %v", s, back, err)
+		}
+	}
+	var s Source
+	if err := s.UnmarshalText([]byte("bogus")); err == nil {
+		t.Error("UnmarshalText accepted bogus")
+	}
+	if _, err := Source(99).MarshalText(); err == nil {
+		t.Error("MarshalText accepted 99")
+	}
+}
