@@ -82,7 +82,7 @@ func refXFF(lines []string) []refHop {
 }
 
 const (
-	reToken  = "[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+	reToken = "[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 	// Go's regexp reads UTF-8: a byte >= 0x80 is a rune >= U+0080 or, when it
 	// is not valid UTF-8, U+FFFD, so obs-text is \x{80}-\x{10FFFF}.
 	reQuoted = `"(?:[\t \x21\x23-\x5b\x5d-\x7e\x{80}-\x{10FFFF}]|\\[\t\x20-\x7e\x{80}-\x{10FFFF}])*"`

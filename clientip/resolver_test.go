@@ -33,8 +33,8 @@ type resolveCase struct {
 	wantErr error
 }
 
-func xffCfg() Config { return Config{TrustedProxies: private10, Header: "X-Forwarded-For"} }
-func fwdCfg() Config { return Config{TrustedProxies: private10, Header: "Forwarded"} }
+func xffCfg() Config              { return Config{TrustedProxies: private10, Header: "X-Forwarded-For"} }
+func fwdCfg() Config              { return Config{TrustedProxies: private10, Header: "Forwarded"} }
 func xff(v ...string) http.Header { return http.Header{"X-Forwarded-For": v} }
 func fwd(v ...string) http.Header { return http.Header{"Forwarded": v} }
 
@@ -118,7 +118,7 @@ func TestResolveSocketAndProxy(t *testing.T) {
 			cfg: Config{TrustedProxies: lbSet}, t: Transport{Peer: ap("192.0.2.10:33000")}, wantErr: ErrAllTrusted, via: "192.0.2.10"},
 		{name: "PROXY source is itself a trusted proxy: headers it delivered are read",
 			cfg: Config{TrustedProxies: lbSet.Union(private10), Header: "X-Forwarded-For"},
-			t: Transport{Peer: ap("192.0.2.10:33000"), Proxy: ap("10.9.9.9:4000")}, h: xff("6.6.6.6, 198.51.100.7"),
+			t:   Transport{Peer: ap("192.0.2.10:33000"), Proxy: ap("10.9.9.9:4000")}, h: xff("6.6.6.6, 198.51.100.7"),
 			want: "198.51.100.7", src: SourceXForwardedFor, hop: 2, via: "10.9.9.9"},
 		{name: "socket peer 0.0.0.0 is never a client",
 			t: Transport{Peer: ap("0.0.0.0:1")}, wantErr: ErrUnspecified},
