@@ -1,0 +1,29 @@
+package clientip
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+func TestContext(t *testing.T) {
+	ctx := context.Background()
+	if _, ok := FromContext(ctx); ok {
+		t.Error("empty context has a Result")
+	}
+	if _, ok := TransportFromContext(ctx); ok {
+		t.Error("empty context has a Transport")
+	}
+	res := Result{Client: addr("198.51.100.7"), Source: SourceSocket}
+	tr := Transport{Peer: ap("192.0.2.10:1"), Proxy: ap("198.51.100.7:2")}
+	ctx = NewTransportContext(NewContext(ctx, res), tr)
+	if got, ok := FromContext(ctx); !ok || got != res {
+		t.Errorf("FromContext = %v, %v", got, ok)
+	}
+	if got, ok := TransportFromContext(ctx); !ok || got != tr {
+		t.Errorf("TransportFromContext = %v, %v", got, ok)
+	}
+	if s := fmt.Sprint(resultCtxKey, transportCtxKey); s != "clientip.Result clientip.Transport" {
+		t.Errorf("context keys print as %q", s)
+	}
+}
