@@ -2,6 +2,7 @@ package trafficpolicy
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/sourceip/sourceip/clientip"
@@ -376,21 +377,42 @@ func (e Expectation) Sees() string {
 
 // Survives describes where the client's address survives, for people.
 func (e Expectation) Survives() string {
-	if e.Outcome != Delivered {
+	switch {
+	case e.Outcome != Delivered:
 		return "n/a"
-	}
-	switch e.Client {
-	case clientip.SourceSocket:
-		return "yes, socket"
-	case clientip.SourceProxyProtocol:
-		return "yes, PROXY header"
-	case clientip.SourceXForwardedFor:
-		return "yes, X-Forwarded-For"
-	}
-	if e.Caveats&CaveatUnknownLB != 0 {
+	case e.Recoverable():
+		return "yes, " + describeLayer(e.Client)
+	case e.Caveats&CaveatUnknownLB != 0:
 		return "cannot tell"
 	}
 	return "no, lost"
+}
+
+func describeLayer(s clientip.Source) string {
+	switch s {
+	case clientip.SourceSocket:
+		return "socket"
+	case clientip.SourceProxyProtocol:
+		return "PROXY header"
+	case clientip.SourceXForwardedFor:
+		return "X-Forwarded-For"
+	}
+	return s.String()
+}
+
+// LogValue implements [slog.LogValuer]: the answer's fields as a group.
+func (e Expectation) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("path", e.Case.Path.String()),
+		slog.String("outcome", e.Outcome.String()),
+		slog.String("peer", e.Peer.String()),
+		slog.String("client", e.Client.String()),
+		slog.String("endpoints", e.Endpoints.String()),
+		slog.String("health", e.Health.String()),
+		slog.String("trust", e.Trust.String()),
+		slog.String("header", e.Header),
+		slog.String("caveats", e.Caveats.String()),
+	)
 }
 
 // Recipe describes the clientip configuration, for people. Every recipe
@@ -433,13 +455,13 @@ func (e Expectation) String() string {
 		b.WriteString("dropped: the node has no local endpoint.")
 	default:
 		fmt.Fprintf(&b, "delivered to %s; the backend sees the %s; ", e.Endpoints.describe(), e.Sees())
-		switch s := e.Survives(); s {
-		case "no, lost":
-			b.WriteString("the client address is lost and cannot be recovered.")
-		case "cannot tell":
+		switch {
+		case e.Recoverable():
+			fmt.Fprintf(&b, "the client address survives in the %s; clientip: %s.", describeLayer(e.Client), e.Recipe())
+		case e.Caveats&CaveatUnknownLB != 0:
 			b.WriteString("whether the client address survives depends on the load balancer's kind.")
 		default:
-			fmt.Fprintf(&b, "the client address survives in the %s; clientip: %s.", strings.TrimPrefix(s, "yes, "), e.Recipe())
+			b.WriteString("the client address is lost and cannot be recovered.")
 		}
 	}
 	for _, d := range e.Caveats.describe() {

@@ -2,6 +2,7 @@ package trafficpolicy
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -420,5 +421,42 @@ func TestEnumText(t *testing.T) {
 	}
 	if s := Path(99).String(); s != "Path(99)" {
 		t.Fatalf("String of an out-of-range value = %q", s)
+	}
+}
+
+func TestExpectationSentences(t *testing.T) {
+	tests := []struct {
+		c    Case
+		want []string
+	}{
+		{Case{Type: TypeLoadBalancer, Path: PathLoadBalancer, LB: LBPassthrough, LocalEndpoint: true},
+			[]string{"External client via the load balancer, LoadBalancer Service (L4 passthrough load balancer, ipMode VIP), externalTrafficPolicy Cluster:", "the backend sees the node address (masqueraded)", "cannot be recovered", "Rule: KUBE-EXT-<svc>: -j KUBE-MARK-MASQ"}},
+		{Case{Type: TypeLoadBalancer, External: ExternalLocal, Path: PathLoadBalancer, LB: LBUnknown, LocalEndpoint: true},
+			[]string{"depends on the load balancer's kind", "Note: the load balancer's kind is unknown"}},
+		{Case{Type: TypeLoadBalancer, External: ExternalLocal, Path: PathLoadBalancer, LB: LBProxyProtocol, LocalEndpoint: true},
+			[]string{"survives in the PROXY header; clientip: trust load-balancers, PROXY listener."}},
+		{Case{Type: TypeLoadBalancer, External: ExternalLocal, Path: PathLoadBalancer, LB: LBProxyProtocol},
+			[]string{"dropped: the node has no local endpoint.", "KUBE-EXTERNAL-SERVICES"}},
+		{Case{Type: TypeClusterIP, Path: PathNodePort}, []string{"the path does not exist."}},
+		{Case{Type: TypeClusterIP, Internal: InternalLocal, Distribution: PreferSameNode, Path: PathClusterIP, LocalEndpoint: true},
+			[]string{"internalTrafficPolicy Local, trafficDistribution PreferSameNode: delivered to node-local endpoints only"}},
+	}
+	for _, tt := range tests {
+		s := Expect(tt.c).String()
+		for _, w := range tt.want {
+			if !strings.Contains(s, w) {
+				t.Errorf("%+v:\n%s\nlacks %q", tt.c, s, w)
+			}
+		}
+	}
+}
+
+func TestExpectationLogValue(t *testing.T) {
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, nil)).Info("expect", "answer", Expect(Case{Type: TypeNodePort, Path: PathNodePort}))
+	for _, w := range []string{"answer.outcome=Delivered", "answer.peer=Node", "answer.client=none", "answer.trust=none"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("log line %q lacks %q", b.String(), w)
+		}
 	}
 }
