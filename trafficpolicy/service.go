@@ -95,9 +95,10 @@ func (s Service) IPModes() []IPMode {
 // ParseService reads a Service from a YAML or JSON manifest: a single
 // document, a multi-document YAML stream ("---" separated) or a List, of
 // which exactly one item must be a Service (others, such as the Deployment
-// next to it, are skipped). YAML is converted to JSON and decoded with
-// encoding/json, as the API server does, so field names are case-sensitive
-// and duplicate keys are an error.
+// next to it, are skipped). YAML is converted to JSON by sigs.k8s.io/yaml
+// and decoded with encoding/json, as the API server does, so YAML's type
+// rules are JSON's (a quoted "80" is not a port) and duplicate keys are an
+// error. Unlike the API server, field names match case-insensitively.
 //
 // Defaults follow the API server: type ClusterIP, externalTrafficPolicy
 // Cluster (for types that take one), internalTrafficPolicy Cluster, ipMode
