@@ -148,8 +148,8 @@ func (c *proxyConn) readHeader() {
 		m, rerr := c.Conn.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+m]
 		if rerr != nil {
-			if _, done, _ := proxyHeaderLen(buf); done {
-				continue // the last read completed the header or ruled it out
+			if _, done, herr := proxyHeaderLen(buf); done || herr != nil {
+				continue // the last read decided: a header, no header, or a malformed one
 			}
 			if inHeader(buf) {
 				c.err = fmt.Errorf("%w: incomplete header: %w", ErrBadProxyHeader, rerr)

@@ -231,6 +231,15 @@ func TestOptionalProxyHeaderDeadlines(t *testing.T) {
 			t.Fatalf("read %q, %v", got, err)
 		}
 	})
+	t.Run("a malformed line then EOF reports the malformation", func(t *testing.T) {
+		server, client := net.Pipe()
+		c := &proxyConn{Conn: server, timeout: time.Second}
+		go func() { client.Write([]byte("PROXY TCP4 1.2.3.4 5.6.7.8 1 2\n")); client.Close() }()
+		_, err := c.Read(make([]byte, 8))
+		if !errors.Is(err, ErrBadProxyHeader) || !strings.Contains(err.Error(), "CRLF") {
+			t.Fatalf("Read = %v, want the CRLF rule", err)
+		}
+	})
 	t.Run("a lone P then EOF is data", func(t *testing.T) {
 		server, client := net.Pipe()
 		c := &proxyConn{Conn: server, timeout: time.Second}
