@@ -1,0 +1,164 @@
+package trafficpolicy_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/trafficpolicy"
+)
+
+// Print the policy matrix an operator should keep next to a Service.
+func ExampleRenderMatrix() {
+	manifest := []byte(`
+apiVersion: v1
+kind: Service
+metadata:
+  name: mqtt-gw
+  namespace: iot
+  annotations:
+    service.beta.kubernetes.io/aws-load-balancer-proxy-protocol: "*"
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  ports:
+  - {name: mqtts, port: 8883, nodePort: 31883}
+`)
+	svc, err := trafficpolicy.ParseService(manifest)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s/%s: load balancer %s (from %s)\n\n", svc.Namespace, svc.Name, svc.LB, svc.LBHint)
+	if err := trafficpolicy.RenderMatrix(os.Stdout, svc.Matrix()); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// iot/mqtt-gw: load balancer ProxyProtocol (from service.beta.kubernetes.io/aws-load-balancer-proxy-protocol)
+	//
+	// | Service | Policy | Caller | Path | Backend sees | Client survives | clientip | Health check | No local endpoint |
+	// | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+	// | LoadBalancer | internal Cluster | pod | pod → cluster IP → KUBE-SVC → any endpoint | client | yes, socket | trust nothing [1] | endpoint readiness only | other nodes' endpoints |
+	// | LoadBalancer | external Local | external client | client → node port → KUBE-EXT → KUBE-SVL → local endpoint | client | yes, socket | trust nothing | none: the caller picks the node | dropped |
+	// | LoadBalancer | external Local | external client | client → LB (L4 + PROXY protocol) → node → KUBE-EXT → KUBE-SVL → local endpoint | load-balancer address | yes, PROXY header | trust load-balancers, PROXY listener | LB probes healthCheckNodePort | dropped; the LB health check (503) steers traffic away |
+	// | LoadBalancer | external Local | pod | pod → LB IP, captured on the pod's node → KUBE-EXT (pod short-circuit) → KUBE-SVC → any endpoint | client | yes, socket | trust nothing [2] | endpoint readiness only | other nodes' endpoints (short-circuit ignores Local) |
+	//
+	// 1. A pod reaching itself through the Service is masqueraded (hairpin).
+	// 2. No PROXY header arrives on this path: a listener that requires one must accept headerless connections from pod addresses.
+}
+
+// Ask one question and get a ready-to-use clientip configuration.
+func ExampleExpect() {
+	e := trafficpolicy.Expect(trafficpolicy.Case{
+		Type:          trafficpolicy.TypeLoadBalancer,
+		External:      trafficpolicy.ExternalCluster,
+		Path:          trafficpolicy.PathLoadBalancer,
+		LB:            trafficpolicy.LBPassthrough,
+		LocalEndpoint: true,
+	})
+	fmt.Println(e.Peer, e.Recoverable())
+
+	cfg, err := e.Config(trafficpolicy.Network{Nodes: clientip.MustParsePrefixSet("10.0.0.0/24")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := clientip.MustNew(cfg)
+	_, err = r.Resolve(clientip.Transport{Peer: netip.MustParseAddrPort("10.0.0.11:41234")}, nil)
+	fmt.Println(err)
+	// Output:
+	// Node false
+	// clientip: address is a masquerading node
+}
+
+// Answer a load balancer's health check the way kube-proxy does.
+func ExampleHealthServer() {
+	var endpoints trafficpolicy.Registry
+	endpoints.Set(netip.MustParseAddrPort("10.244.1.5:8883"), trafficpolicy.EndpointReady)
+	hs, err := trafficpolicy.NewHealthServer(trafficpolicy.HealthConfig{Namespace: "iot", Name: "mqtt-gw", Endpoints: &endpoints})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	hs.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	fmt.Println(rec.Code, rec.Header().Get("X-Load-Balancing-Endpoint-Weight"))
+	fmt.Println(rec.Body.String())
+
+	endpoints.Set(netip.MustParseAddrPort("10.244.1.5:8883"), trafficpolicy.EndpointTerminating)
+	fmt.Println(hs.Status().Code())
+	// Output:
+	// 200 1
+	// {
+	// 	"service": {
+	// 		"namespace": "iot",
+	// 		"name": "mqtt-gw"
+	// 	},
+	// 	"localEndpoints": 1,
+	// 	"serviceProxyHealthy": true
+	// }
+	// 503
+}
+
+// Serve the health answer on a node's healthCheckNodePort behind an AWS NLB
+// with proxy protocol v2, which puts a PROXY header in front of its health
+// checks too.
+func ExampleOptionalProxyHeader() {
+	var endpoints trafficpolicy.Registry // kept up to date by the caller
+	hs, err := trafficpolicy.NewHealthServer(trafficpolicy.HealthConfig{Namespace: "iot", Name: "mqtt-gw", Endpoints: &endpoints})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", ":32123")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := &http.Server{Handler: hs, ReadHeaderTimeout: 5 * time.Second}
+	log.Fatal(srv.Serve(trafficpolicy.OptionalProxyHeader(ln, 0)))
+}
+
+// Replay a load balancer's view with injected time: how long does it keep
+// sending traffic to a node whose last endpoint went away?
+func ExampleProber_ObserveAt() {
+	timing := trafficpolicy.HAProxyTiming() // inter 2s, rise 2, fall 3
+	p, err := trafficpolicy.NewProber(trafficpolicy.ProberConfig{
+		Targets: []trafficpolicy.Target{{Name: "node1", URL: "http://10.0.0.11:32123/healthz"}},
+		Timing:  timing,
+		StartUp: true,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	gone := start.Add(5 * time.Second) // the last local endpoint goes away
+	for at := start; at.Before(start.Add(20 * time.Second)); at = at.Add(timing.Interval) {
+		if c, changed, _ := p.ObserveAt("node1", at.Before(gone), at); changed {
+			fmt.Printf("%s down after %v\n", c.Target, c.At.Sub(gone))
+		}
+	}
+	fmt.Println("black hole:", timing.BlackHole())
+	// Output:
+	// node1 down after 5s
+	// black hole: 4s…6s
+}
+
+// Probe real health endpoints and log membership changes.
+func ExampleProber_Run() {
+	p, err := trafficpolicy.NewProber(trafficpolicy.ProberConfig{
+		Targets: []trafficpolicy.Target{
+			{Name: "node1", URL: "http://10.0.0.11:32123/healthz"},
+			{Name: "node2", URL: "http://10.0.0.12:32123/healthz"},
+		},
+		Timing: trafficpolicy.AWSNLBTiming(),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p.Run(ctx, func(c trafficpolicy.Change) { log.Println(c) })
+}

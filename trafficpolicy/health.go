@@ -1,0 +1,120 @@
+package trafficpolicy
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// HealthConfig configures a [HealthServer].
+type HealthConfig struct {
+	// Namespace and Name identify the Service in the answer's body. Both are
+	// required.
+	Namespace, Name string
+
+	// Endpoints is the registry whose ready endpoints are counted. Required.
+	Endpoints *Registry
+
+	// ProxyHealthy reports whether the proxy on this node (kube-proxy's own
+	// health, or your gateway's) is healthy; it is called once per request
+	// and must be safe for concurrent use. Nil means always healthy: the
+	// answer then depends on the endpoints alone.
+	ProxyHealthy func() bool
+}
+
+// HealthServer answers load-balancer health checks exactly as kube-proxy
+// answers them on a Service's healthCheckNodePort
+// (pkg/proxy/healthcheck/service_health.go): every path and method get the
+// same answer, 200 when the node has at least one ready local endpoint and
+// the proxy is healthy and 503 otherwise, with the headers
+//
+//	Content-Type: application/json
+//	X-Content-Type-Options: nosniff
+//	X-Load-Balancing-Endpoint-Weight: <localEndpoints>
+//
+// and the tab-indented body, without a final newline,
+//
+//	{
+//		"service": {
+//			"namespace": "iot",
+//			"name": "mqtt-gw"
+//		},
+//		"localEndpoints": 1,
+//		"serviceProxyHealthy": true
+//	}
+//
+// so that any load balancer configured for kube-proxy (cloud controllers
+// probe GET /healthz on the port) can probe it instead: on node-local
+// gateways, behind bare-metal load balancers, in labs. Serve it on a
+// listener from [OptionalProxyHeader] when the load balancer puts a PROXY
+// header in front of its health checks.
+//
+// A HealthServer is safe for concurrent use.
+type HealthServer struct {
+	namespace, name string
+	eps             *Registry
+	healthy         func() bool
+}
+
+// NewHealthServer returns a HealthServer for cfg, or an error wrapping
+// [ErrInvalidConfig] when a required field is missing.
+func NewHealthServer(cfg HealthConfig) (*HealthServer, error) {
+	switch {
+	case cfg.Name == "" || cfg.Namespace == "":
+		return nil, fmt.Errorf("%w: HealthConfig needs the Service's Namespace and Name", ErrInvalidConfig)
+	case cfg.Endpoints == nil:
+		return nil, fmt.Errorf("%w: HealthConfig.Endpoints is nil", ErrInvalidConfig)
+	}
+	return &HealthServer{namespace: cfg.Namespace, name: cfg.Name, eps: cfg.Endpoints, healthy: cfg.ProxyHealthy}, nil
+}
+
+// HealthStatus is one health answer's facts.
+type HealthStatus struct {
+	LocalEndpoints int  // distinct addresses with a ready local endpoint
+	ProxyHealthy   bool // the proxy's own health
+}
+
+// Healthy reports whether the answer is 200: at least one ready local
+// endpoint and a healthy proxy.
+func (h HealthStatus) Healthy() bool { return h.LocalEndpoints != 0 && h.ProxyHealthy }
+
+// Code returns the HTTP status of the answer: 200 or 503.
+func (h HealthStatus) Code() int {
+	if h.Healthy() {
+		return http.StatusOK
+	}
+	return http.StatusServiceUnavailable
+}
+
+// AppendJSON appends kube-proxy's body for h and the named Service to b.
+// Strings are quoted as kube-proxy's %q quotes them, which is JSON for the
+// DNS labels Kubernetes allows as names.
+func (h HealthStatus) AppendJSON(b []byte, namespace, name string) []byte {
+	b = append(b, "{\n\t\"service\": {\n\t\t\"namespace\": "...)
+	b = strconv.AppendQuote(b, namespace)
+	b = append(b, ",\n\t\t\"name\": "...)
+	b = strconv.AppendQuote(b, name)
+	b = append(b, "\n\t},\n\t\"localEndpoints\": "...)
+	b = strconv.AppendInt(b, int64(h.LocalEndpoints), 10)
+	b = append(b, ",\n\t\"serviceProxyHealthy\": "...)
+	b = strconv.AppendBool(b, h.ProxyHealthy)
+	return append(b, "\n}"...)
+}
+
+// Status returns the current answer's facts.
+func (s *HealthServer) Status() HealthStatus {
+	return HealthStatus{LocalEndpoints: s.eps.LocalReady(), ProxyHealthy: s.healthy == nil || s.healthy()}
+}
+
+// ServeHTTP answers any request, whatever its path and method, with the
+// current status.
+func (s *HealthServer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	st := s.Status()
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	h["X-Load-Balancing-Endpoint-Weight"] = []string{strconv.Itoa(st.LocalEndpoints)}
+	w.WriteHeader(st.Code())
+	var buf [256]byte
+	w.Write(st.AppendJSON(buf[:0], s.namespace, s.name))
+}

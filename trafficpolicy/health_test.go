@@ -1,0 +1,194 @@
+package trafficpolicy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+)
+
+// wire renders a response the way the golden files hold it: the status
+// line, the headers kube-proxy sets, a blank line and the body.
+func wire(t *testing.T, resp *http.Response) []byte {
+	t.Helper()
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s\n", resp.Proto, resp.Status)
+	for _, k := range []string{"Content-Type", "X-Content-Type-Options", "X-Load-Balancing-Endpoint-Weight"} {
+		if v := resp.Header.Values(k); len(v) != 1 {
+			t.Fatalf("header %s = %q, want one value", k, v)
+		}
+		fmt.Fprintf(&b, "%s: %s\n", k, resp.Header.Get(k))
+	}
+	b.WriteString("\n")
+	b.Write(body)
+	return b.Bytes()
+}
+
+// TestHealthServerKubeProxyGolden compares the answer byte for byte with
+// kube-proxy's, for 0, 1 and 2 local endpoints and an unhealthy proxy. The
+// golden files are written by hand from the template in
+// pkg/proxy/healthcheck/service_health.go (dedent of a tab-indented
+// fmt.Sprintf, trimmed of newlines), not by -update: they are the reference.
+func TestHealthServerKubeProxyGolden(t *testing.T) {
+	tests := []struct {
+		file    string
+		eps     func(r *Registry)
+		healthy bool
+	}{
+		{"health_0_endpoints.golden", func(r *Registry) {
+			r.Set(ep("10.244.1.5:8883"), EndpointTerminating) // only terminating: 0
+		}, true},
+		{"health_1_endpoint.golden", func(r *Registry) {
+			r.Set(ep("10.244.1.5:8883"), EndpointReady)
+			r.Set(ep("10.244.1.5:1883"), EndpointReady)
+		}, true},
+		{"health_2_endpoints.golden", func(r *Registry) {
+			r.Set(ep("10.244.1.5:8883"), EndpointReady)
+			r.Set(ep("10.244.1.6:8883"), EndpointReady)
+			r.Set(ep("10.244.1.7:8883"), EndpointTerminating)
+		}, true},
+		{"health_proxy_unhealthy.golden", func(r *Registry) {
+			r.Set(ep("10.244.1.5:8883"), EndpointReady)
+			r.Set(ep("10.244.1.6:8883"), EndpointReady)
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			var r Registry
+			tt.eps(&r)
+			hs, err := NewHealthServer(HealthConfig{Namespace: "iot", Name: "mqtt-gw", Endpoints: &r, ProxyHealthy: func() bool { return tt.healthy }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(hs)
+			defer srv.Close()
+			resp, err := http.Get(srv.URL + "/healthz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := wire(t, resp)
+			want, err := os.ReadFile(filepath.Join("testdata", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("answer differs from kube-proxy's:\n got %q\nwant %q", got, want)
+			}
+		})
+	}
+}
+
+// TestHealthServerAnyPathAndMethod pins that kube-proxy's handler is the
+// whole server: no mux, so every path and method get the same answer.
+func TestHealthServerAnyPathAndMethod(t *testing.T) {
+	var r Registry
+	r.Set(ep("10.244.1.5:8883"), EndpointReady)
+	hs, err := NewHealthServer(HealthConfig{Namespace: "default", Name: "web", Endpoints: &r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(hs)
+	defer srv.Close()
+	for _, tt := range []struct{ method, path string }{
+		{"GET", "/healthz"}, {"GET", "/"}, {"POST", "/anything/else"}, {"OPTIONS", "/"}, {"HEAD", "/healthz"}, {"DELETE", "/x?y=z"},
+	} {
+		req, _ := http.NewRequest(tt.method, srv.URL+tt.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("X-Load-Balancing-Endpoint-Weight") != "1" {
+			t.Errorf("%s %s: %s, weight %q", tt.method, tt.path, resp.Status, resp.Header.Get("X-Load-Balancing-Endpoint-Weight"))
+		}
+		if tt.method != "HEAD" && !bytes.HasSuffix(body, []byte(`"serviceProxyHealthy": true`+"\n}")) {
+			t.Errorf("%s %s: body %q", tt.method, tt.path, body)
+		}
+	}
+}
+
+func TestHealthServerFollowsChanges(t *testing.T) {
+	var r Registry
+	var healthy atomic.Bool
+	healthy.Store(true)
+	hs, _ := NewHealthServer(HealthConfig{Namespace: "iot", Name: "mqtt-gw", Endpoints: &r, ProxyHealthy: healthy.Load})
+	code := func() int {
+		rec := httptest.NewRecorder()
+		hs.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+		return rec.Code
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want int
+	}{
+		{"no endpoints", func() {}, 503},
+		{"endpoint becomes ready", func() { r.Set(ep("10.244.1.5:8883"), EndpointReady) }, 200},
+		{"proxy unhealthy", func() { healthy.Store(false) }, 503},
+		{"proxy healthy again", func() { healthy.Store(true) }, 200},
+		{"endpoint terminating: drain", func() { r.Set(ep("10.244.1.5:8883"), EndpointTerminating) }, 503},
+		{"replacement ready", func() { r.Set(ep("10.244.1.9:8883"), EndpointReady) }, 200},
+		{"old one removed", func() { r.Remove(ep("10.244.1.5:8883")) }, 200},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := code(); got != s.want {
+			t.Fatalf("%s: %d, want %d", s.name, got, s.want)
+		}
+	}
+}
+
+func TestNewHealthServerErrors(t *testing.T) {
+	var r Registry
+	for _, cfg := range []HealthConfig{
+		{},
+		{Namespace: "iot", Endpoints: &r},
+		{Name: "x", Endpoints: &r},
+		{Namespace: "iot", Name: "x"},
+	} {
+		if _, err := NewHealthServer(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("NewHealthServer(%+v): err = %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+}
+
+type discardResponse struct{ h http.Header }
+
+func (d *discardResponse) Header() http.Header         { return d.h }
+func (d *discardResponse) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discardResponse) WriteHeader(int)             {}
+
+func BenchmarkHealthServer(b *testing.B) {
+	var r Registry
+	r.Set(ep("10.244.1.5:8883"), EndpointReady)
+	hs, _ := NewHealthServer(HealthConfig{Namespace: "iot", Name: "mqtt-gw", Endpoints: &r})
+	req := httptest.NewRequest("GET", "/healthz", nil)
+	b.Run("ServeHTTP", func(b *testing.B) {
+		b.ReportAllocs()
+		w := &discardResponse{h: http.Header{}}
+		for b.Loop() {
+			hs.ServeHTTP(w, req)
+		}
+	})
+	b.Run("ServeHTTPParallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			w := &discardResponse{h: http.Header{}}
+			for pb.Next() {
+				hs.ServeHTTP(w, req)
+			}
+		})
+	})
+}

@@ -1,0 +1,261 @@
+package trafficpolicy
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func newTestProber(t *testing.T, tm Timing, startUp bool, names ...string) *Prober {
+	t.Helper()
+	var targets []Target
+	for _, n := range names {
+		targets = append(targets, Target{Name: n, URL: "http://" + n + "/healthz"})
+	}
+	p, err := NewProber(ProberConfig{Targets: targets, Timing: tm, StartUp: startUp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestProberRiseFall pins the thresholds: Rise consecutive successes to
+// join, Fall consecutive failures to leave, and a result that agrees with
+// the state resets the count (HAProxy's rise/fall, the clouds' healthy and
+// unhealthy thresholds).
+func TestProberRiseFall(t *testing.T) {
+	p := newTestProber(t, HAProxyTiming(), false, "node1")
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 2 * time.Second) }
+	steps := []struct {
+		ok   bool
+		want *Change
+	}{
+		{true, nil},
+		{false, nil}, // resets the rise count
+		{true, nil},
+		{true, &Change{Target: "node1", Up: true, At: at(3), Since: at(2)}},
+		{false, nil},
+		{false, nil},
+		{true, nil}, // resets the fall count
+		{false, nil},
+		{false, nil},
+		{false, &Change{Target: "node1", Up: false, At: at(9), Since: at(7)}},
+		{false, nil}, // already down
+	}
+	for i, s := range steps {
+		c, changed, err := p.ObserveAt("node1", s.ok, at(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if changed != (s.want != nil) || (changed && c != *s.want) {
+			t.Fatalf("step %d (ok=%v): change %v (%v), want %v", i, s.ok, c, changed, s.want)
+		}
+	}
+	if _, _, err := p.ObserveAt("node9", true, t0); !errors.Is(err, ErrUnknownTarget) {
+		t.Fatalf("unknown target: err = %v", err)
+	}
+}
+
+func TestProberStartUp(t *testing.T) {
+	p := newTestProber(t, HAProxyTiming(), true, "a", "b")
+	if got := p.Members(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("Members = %v, want both from the start", got)
+	}
+	for i := range 3 {
+		p.ObserveAt("b", false, t0.Add(time.Duration(i)*time.Second))
+	}
+	if got := p.Members(); !slices.Equal(got, []string{"a"}) || p.Up("b") || p.Up("nope") {
+		t.Fatalf("Members = %v after b's 3 failures", got)
+	}
+}
+
+// simulatePhase probes every Interval starting at phase, with results from
+// healthy(t), and returns the first change of target "n".
+func simulatePhase(t *testing.T, tm Timing, startUp bool, phase time.Duration, healthy func(time.Time) bool) Change {
+	t.Helper()
+	p := newTestProber(t, tm, startUp, "n")
+	for k := range 100 {
+		at := t0.Add(phase + time.Duration(k)*tm.Interval)
+		if c, changed, _ := p.ObserveAt("n", healthy(at), at); changed {
+			return c
+		}
+	}
+	t.Fatal("no change in 100 probes")
+	return Change{}
+}
+
+// TestBlackHoleWindow pins the window in which a load balancer still sends
+// traffic to a node whose last local endpoint went away: interval × fall,
+// give or take one interval, whatever the probes' phase relative to the
+// change. The node is dropping traffic from the change on.
+func TestBlackHoleWindow(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		tm   Timing
+	}{
+		{"HAProxy", HAProxyTiming()}, {"AWS NLB", AWSNLBTiming()}, {"AWS LBC", AWSLBCTiming()},
+		{"GCP", GCPTiming()}, {"Azure", AzureTiming()}, {"fall 1", Timing{Interval: time.Second, Rise: 1, Fall: 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := tt.tm.BlackHole()
+			nominal := time.Duration(tt.tm.Fall) * tt.tm.Interval
+			if w.Min != nominal-tt.tm.Interval || w.Max != nominal {
+				t.Fatalf("BlackHole = %v, want interval × fall - one interval … interval × fall", w)
+			}
+			gone := t0.Add(20 * tt.tm.Interval)
+			var seenMin, seenMax time.Duration = 1 << 62, 0
+			for i := range 20 {
+				phase := time.Duration(i) * tt.tm.Interval / 20
+				c := simulatePhase(t, tt.tm, true, phase, func(at time.Time) bool { return at.Before(gone) })
+				if c.Up {
+					t.Fatalf("phase %v: change %v, want down", phase, c)
+				}
+				d := c.At.Sub(gone)
+				if !w.Contains(d) {
+					t.Fatalf("phase %v: black hole of %v outside %v", phase, d, w)
+				}
+				seenMin, seenMax = min(seenMin, d), max(seenMax, d)
+			}
+			if seenMin != w.Min {
+				t.Fatalf("the probe that lands on the change gives %v, want the lower bound %v", seenMin, w.Min)
+			}
+			if w.Max-seenMax > tt.tm.Interval/20 {
+				t.Fatalf("largest window %v does not approach the upper bound %v", seenMax, w.Max)
+			}
+		})
+	}
+}
+
+// TestRejoinWindow pins the rise side: a node whose endpoint comes back gets
+// traffic again after interval × rise, give or take one interval.
+func TestRejoinWindow(t *testing.T) {
+	for _, tm := range []Timing{HAProxyTiming(), AWSNLBTiming(), GCPTiming(), AzureTiming()} {
+		w := tm.Rejoin()
+		if w.Min != time.Duration(tm.Rise-1)*tm.Interval || w.Max != time.Duration(tm.Rise)*tm.Interval {
+			t.Fatalf("%+v: Rejoin = %v", tm, w)
+		}
+		back := t0.Add(20 * tm.Interval)
+		for i := range 20 {
+			phase := time.Duration(i) * tm.Interval / 20
+			c := simulatePhase(t, tm, false, phase, func(at time.Time) bool { return !at.Before(back) })
+			if d := c.At.Sub(back); !c.Up || !w.Contains(d) {
+				t.Fatalf("%+v phase %v: %v, %v after the endpoint came back; want up within %v", tm, phase, c, d, w)
+			}
+		}
+	}
+}
+
+func TestNewProberErrors(t *testing.T) {
+	ok := []Target{{URL: "http://127.0.0.1:1/healthz"}}
+	for _, cfg := range []ProberConfig{
+		{},
+		{Targets: ok},
+		{Targets: ok, Timing: Timing{Interval: time.Second, Rise: 0, Fall: 1}},
+		{Targets: ok, Timing: Timing{Interval: time.Second, Timeout: 2 * time.Second, Rise: 1, Fall: 1}},
+		{Timing: HAProxyTiming()},
+		{Targets: []Target{{Name: "x"}}, Timing: HAProxyTiming()},
+		{Targets: []Target{{Name: "x", URL: "http://a"}, {Name: "x", URL: "http://b"}}, Timing: HAProxyTiming()},
+	} {
+		if _, err := NewProber(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("NewProber(%+v): err = %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+}
+
+func TestObserveAtNoAllocs(t *testing.T) {
+	p := newTestProber(t, HAProxyTiming(), false, "n")
+	i := 0
+	if n := testing.AllocsPerRun(100, func() { i++; p.ObserveAt("n", i%3 != 0, t0) }); n != 0 {
+		t.Fatalf("ObserveAt allocates %v times", n)
+	}
+}
+
+// TestProberRunInjectedTicks drives the real HTTP prober against two
+// kube-proxy-compatible health servers on loopback, with the clock injected
+// through the ticks: node1 has an endpoint, node2 none; node1's endpoint then
+// goes away.
+func TestProberRunInjectedTicks(t *testing.T) {
+	var r1, r2 Registry
+	r1.Set(ep("10.244.1.5:8883"), EndpointReady)
+	hs1, _ := NewHealthServer(HealthConfig{Namespace: "iot", Name: "mqtt-gw", Endpoints: &r1})
+	hs2, _ := NewHealthServer(HealthConfig{Namespace: "iot", Name: "mqtt-gw", Endpoints: &r2})
+	s1, s2 := httptest.NewServer(hs1), httptest.NewServer(hs2)
+	defer s1.Close()
+	defer s2.Close()
+
+	tm := Timing{Interval: time.Second, Timeout: time.Second, Rise: 2, Fall: 2}
+	p, err := NewProber(ProberConfig{Targets: []Target{{Name: "node1", URL: s1.URL + "/healthz"}, {Name: "node2", URL: s2.URL + "/healthz"}}, Timing: tm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ticks := make(chan time.Time)
+	rounds := make(chan struct{})
+	changes := make(chan Change, 10)
+	done := make(chan error, 1)
+	go func() { done <- p.run(ctx, ticks, func(c Change) { changes <- c }, rounds) }()
+
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * tm.Interval) }
+	gone := at(4).Add(-tm.Interval / 2)
+	for i := range 8 {
+		ticks <- at(i)
+		<-rounds
+		if i == 3 { // between the rounds at 3s and 4s the endpoint goes away
+			r1.Set(ep("10.244.1.5:8883"), EndpointTerminating)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("run returned %v", err)
+	}
+	close(changes)
+	var got []Change
+	for c := range changes {
+		got = append(got, c)
+	}
+	want := []Change{
+		{Target: "node1", Up: true, At: at(1), Since: at(0)},
+		{Target: "node1", Up: false, At: at(5), Since: at(4)},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("changes\n got %v\nwant %v", got, want)
+	}
+	if d := want[1].At.Sub(gone); !tm.BlackHole().Contains(d) {
+		t.Fatalf("black hole of %v outside %v", d, tm.BlackHole())
+	}
+}
+
+// TestProberRun checks the real ticker loop once, against a loopback server.
+func TestProberRun(t *testing.T) {
+	var r Registry
+	r.Set(ep("10.244.1.5:8883"), EndpointReady)
+	hs, _ := NewHealthServer(HealthConfig{Namespace: "iot", Name: "mqtt-gw", Endpoints: &r})
+	srv := httptest.NewServer(hs)
+	defer srv.Close()
+	p, err := NewProber(ProberConfig{Targets: []Target{{URL: srv.URL}}, Timing: Timing{Interval: 10 * time.Millisecond, Rise: 1, Fall: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	up := make(chan Change, 1)
+	go p.Run(ctx, func(c Change) {
+		select {
+		case up <- c:
+		default:
+		}
+	})
+	select {
+	case c := <-up:
+		if !c.Up || c.Target != srv.URL {
+			t.Fatalf("first change %v", c)
+		}
+	case <-ctx.Done():
+		t.Fatal("no change before the deadline")
+	}
+}

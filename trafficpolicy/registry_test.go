@@ -1,0 +1,104 @@
+package trafficpolicy
+
+import (
+	"net/netip"
+	"sync"
+	"testing"
+)
+
+func ep(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+// TestRegistryLocalReady pins EndpointsMap.LocalReadyEndpoints
+// (pkg/proxy/endpoints.go): distinct IPs of local endpoints that are ready;
+// terminating endpoints do not count.
+func TestRegistryLocalReady(t *testing.T) {
+	tests := []struct {
+		name string
+		ops  func(r *Registry)
+		want int
+	}{
+		{"zero value: none", func(r *Registry) {}, 0},
+		{"one ready endpoint", func(r *Registry) { r.Set(ep("10.244.1.5:8883"), EndpointReady) }, 1},
+		{"two ports of one pod count once", func(r *Registry) {
+			r.Set(ep("10.244.1.5:8883"), EndpointReady)
+			r.Set(ep("10.244.1.5:1883"), EndpointReady)
+		}, 1},
+		{"two pods", func(r *Registry) {
+			r.Set(ep("10.244.1.5:8883"), EndpointReady)
+			r.Set(ep("10.244.1.6:8883"), EndpointReady)
+		}, 2},
+		{"terminating does not count", func(r *Registry) { r.Set(ep("10.244.1.5:8883"), EndpointTerminating) }, 0},
+		{"not ready does not count", func(r *Registry) { r.Set(ep("10.244.1.5:8883"), EndpointNotReady) }, 0},
+		{"ready then terminating", func(r *Registry) {
+			r.Set(ep("10.244.1.5:8883"), EndpointReady)
+			r.Set(ep("10.244.1.5:8883"), EndpointTerminating)
+		}, 0},
+		{"one port of a pod terminating, the other ready", func(r *Registry) {
+			r.Set(ep("10.244.1.5:8883"), EndpointReady)
+			r.Set(ep("10.244.1.5:1883"), EndpointReady)
+			r.Set(ep("10.244.1.5:8883"), EndpointTerminating)
+		}, 1},
+		{"set ready twice counts once", func(r *Registry) {
+			r.Set(ep("10.244.1.5:8883"), EndpointReady)
+			r.Set(ep("10.244.1.5:8883"), EndpointReady)
+		}, 1},
+		{"removed", func(r *Registry) {
+			r.Set(ep("10.244.1.5:8883"), EndpointReady)
+			r.Remove(ep("10.244.1.5:8883"))
+			r.Remove(ep("10.244.1.9:8883"))
+		}, 0},
+		{"IPv4-mapped is the same address", func(r *Registry) {
+			r.Set(ep("10.244.1.5:8883"), EndpointReady)
+			r.Set(ep("[::ffff:10.244.1.5]:1883"), EndpointReady)
+		}, 1},
+		{"IPv6", func(r *Registry) { r.Set(ep("[fd00::5]:8883"), EndpointReady) }, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r Registry
+			tt.ops(&r)
+			if got := r.LocalReady(); got != tt.want {
+				t.Fatalf("LocalReady = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRegistryState(t *testing.T) {
+	var r Registry
+	if _, ok := r.State(ep("10.0.0.1:80")); ok || r.Len() != 0 {
+		t.Fatal("zero Registry holds something")
+	}
+	r.Set(ep("[::ffff:10.0.0.1]:80"), EndpointTerminating)
+	if s, ok := r.State(ep("10.0.0.1:80")); !ok || s != EndpointTerminating || r.Len() != 1 {
+		t.Fatalf("State = %v, %v; Len %d", s, ok, r.Len())
+	}
+}
+
+func TestRegistryNoAllocs(t *testing.T) {
+	var r Registry
+	r.Set(ep("10.244.1.5:8883"), EndpointReady)
+	if n := testing.AllocsPerRun(100, func() { _ = r.LocalReady() }); n != 0 {
+		t.Fatalf("LocalReady allocates %v times", n)
+	}
+}
+
+func TestRegistryConcurrent(t *testing.T) {
+	var r Registry
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				e := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, byte(g), byte(i)}), 80)
+				r.Set(e, EndpointReady)
+				_ = r.LocalReady()
+				r.Set(e, EndpointTerminating)
+				r.Remove(e)
+			}
+		})
+	}
+	wg.Wait()
+	if r.LocalReady() != 0 || r.Len() != 0 {
+		t.Fatalf("after balanced updates: LocalReady %d, Len %d", r.LocalReady(), r.Len())
+	}
+}
