@@ -49,7 +49,9 @@ var (
 	// ErrMasqueraded means the resolved address is in Config.Masquerade: a node
 	// address that stands in for clients under externalTrafficPolicy: Cluster.
 	// The [Result] names the address and has Masqueraded set; it must not be used
-	// as a client identity.
+	// as a client identity. It is also returned instead of ErrAllTrusted when the
+	// outermost trusted hop is a masquerading node: a node trusted to deliver
+	// PROXY headers that delivered a connection without one.
 	ErrMasqueraded = errors.New("clientip: address is a masquerading node")
 
 	// ErrInvalidPrefix is wrapped by errors from [ParsePrefixSet] and [NewPrefixSet].

@@ -340,6 +340,22 @@ func refResolve(cfg Config, t Transport, h http.Header) refResult {
 			cur = hp.addr
 		}
 	}
+	for _, p := range cfg.Masquerade.Prefixes() {
+		if cur.IsValid() && p.Contains(cur) {
+			src := SourceHeader
+			switch {
+			case pos == 0:
+				src = SourceSocket
+			case pos == 1 && t.Proxy.Addr().IsValid():
+				src = SourceProxyProtocol
+			case name == "X-Forwarded-For":
+				src = SourceXForwardedFor
+			case name == "Forwarded":
+				src = SourceForwarded
+			}
+			return refResult{client: cur, source: src, hop: pos, fail: failMasqueraded}
+		}
+	}
 	if count {
 		return refResult{hop: pos, via: cur, fail: failTooFew}
 	}

@@ -358,9 +358,25 @@ exhausted:
 	return r.exhausted(res, pos, cur)
 }
 
-// exhausted ends a walk in which every hop was trusted.
+// exhausted ends a walk in which every hop was trusted. When the last hop
+// stepped over is a masquerading node (a node address trusted to deliver
+// PROXY headers under externalTrafficPolicy: Cluster, reached by a connection
+// that node masqueraded), the client was lost to masquerading, which says more
+// than ErrAllTrusted.
 func (r *Resolver) exhausted(res *Result, pos int, cur netip.Addr) (failure, string) {
 	res.Hop, res.Via = pos, cur
+	if cur.IsValid() && r.masq.list != nil && r.masq.containsCanon(cur) {
+		res.Client, res.Via, res.Masqueraded = cur, netip.Addr{}, true
+		switch {
+		case pos == 0:
+			res.Source = SourceSocket
+		case pos == 1 && res.Proxy.Addr().IsValid():
+			res.Source = SourceProxyProtocol
+		default:
+			res.Source, res.Header = r.source, r.header
+		}
+		return failMasqueraded, ""
+	}
 	if r.hops > 0 {
 		return failTooFew, ""
 	}
