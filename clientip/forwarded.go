@@ -309,3 +309,28 @@ func parseNode[T text](v T) (netip.Addr, failure) {
 	}
 	return canonical(netip.AddrFrom4(b))
 }
+
+// walkForwarded continues the walk of Resolver.walk over Forwarded from
+// position pos, cur being the hop last stepped over.
+func (r *Resolver) walkForwarded(res *Result, lines []string, pos int, cur netip.Addr) (failure, string) {
+	var ring fwdRing
+	if !ring.scan(lines) {
+		return r.fail(res, pos+1, failMalformed, lines[len(lines)-1])
+	}
+	for k := 0; k < ring.n; k++ {
+		if pos++; pos > r.maxHops {
+			return r.fail(res, pos, failTooMany, "")
+		}
+		e := ring.element(lines, k)
+		a, f := parseForwardedElement(e)
+		if f != ok {
+			return r.fail(res, pos, f, e)
+		}
+		if r.client(a, pos) {
+			return r.found(res, a, r.source, pos, cur), ""
+		}
+		cur = a
+	}
+	res.Header = r.header
+	return r.exhausted(res, pos, cur)
+}

@@ -29,6 +29,7 @@ var fuzzConfigs = []Config{
 	{TrustedHops: 1, TrustedProxies: private10},
 	{TrustedProxies: private10, MaxHops: 3},
 	{TrustedProxies: private10, TrustUnixSocket: true, Masquerade: MustParsePrefixSet("192.0.2.0/24, 2001:db8::/64")},
+	{TrustedProxies: private10, Masquerade: MustParsePrefixSet("10.0.0.0/16, 198.51.100.0/24")},
 }
 
 var fuzzTransports = []Transport{

@@ -285,77 +285,52 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (failure, stri
 	}
 
 	// The header's entries, from the right.
-	var lines []string
-	if r.kind != headerNone {
-		lines = h[r.header]
+	if r.kind == headerNone {
+		return r.exhausted(res, pos, cur)
 	}
-	if len(lines) > 0 {
-		f, e := ok, ""
-		if !withinBudget(lines, r.maxBytes) {
-			pos++
-			f = failTooLarge
-			goto failed
-		}
-		switch r.kind {
-		case headerXFF:
-			return r.walkXFF(res, lines, pos, cur)
-		case headerForwarded:
-			var ring fwdRing
-			if !ring.scan(lines) {
-				pos++
-				f, e = failMalformed, lines[len(lines)-1]
-				goto failed
-			}
-			for k := 0; k < ring.n; k++ {
-				if pos++; pos > r.maxHops {
-					f = failTooMany
-					goto failed
-				}
-				e = ring.element(lines, k)
-				var a netip.Addr
-				if a, f = parseForwardedElement(e); f != ok {
-					goto failed
-				}
-				if r.client(a, pos) {
-					return r.found(res, a, r.source, pos, cur), ""
-				}
-				cur = a
-			}
-		case headerSingle:
-			pos++
-			e = trimOWS(lines[0])
-			switch {
-			case len(lines) > 1:
-				f, e = failMultiple, lines[1]
-				goto failed
-			case e == "":
-				f = failMalformed
-				goto failed
-			case strings.IndexByte(e, ',') >= 0:
-				f = failMultiple
-				goto failed
-			case pos > r.maxHops:
-				f = failTooMany
-				goto failed
-			}
-			var a netip.Addr
-			if a, f = parseListAddr(e); f != ok {
-				goto failed
-			}
-			if r.client(a, pos) {
-				return r.found(res, a, r.source, pos, cur), ""
-			}
-			cur = a
-		}
-		res.Header = r.header
-		goto exhausted
-	failed:
-		res.Hop, res.Header = pos, r.header
-		return f, e
+	lines := h[r.header]
+	switch {
+	case len(lines) == 0:
+		return r.exhausted(res, pos, cur)
+	case !withinBudget(lines, r.maxBytes):
+		return r.fail(res, pos+1, failTooLarge, "")
+	case r.kind == headerXFF:
+		return r.walkXFF(res, lines, pos, cur)
+	case r.kind == headerForwarded:
+		return r.walkForwarded(res, lines, pos, cur)
 	}
+	return r.walkSingle(res, lines, pos, cur)
+}
 
-exhausted:
-	return r.exhausted(res, pos, cur)
+// fail records where a header walk failed.
+func (r *Resolver) fail(res *Result, pos int, f failure, entry string) (failure, string) {
+	res.Hop, res.Header = pos, r.header
+	return f, entry
+}
+
+// walkSingle continues the walk over a single-address header.
+func (r *Resolver) walkSingle(res *Result, lines []string, pos int, cur netip.Addr) (failure, string) {
+	pos++
+	e := trimOWS(lines[0])
+	switch {
+	case len(lines) > 1:
+		return r.fail(res, pos, failMultiple, lines[1])
+	case e == "":
+		return r.fail(res, pos, failMalformed, e)
+	case strings.IndexByte(e, ',') >= 0:
+		return r.fail(res, pos, failMultiple, e)
+	case pos > r.maxHops:
+		return r.fail(res, pos, failTooMany, "")
+	}
+	a, f := parseListAddr(e)
+	if f != ok {
+		return r.fail(res, pos, f, e)
+	}
+	if r.client(a, pos) {
+		return r.found(res, a, r.source, pos, cur), ""
+	}
+	res.Header = r.header
+	return r.exhausted(res, pos, a)
 }
 
 // exhausted ends a walk in which every hop was trusted. When the last hop

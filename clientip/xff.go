@@ -87,12 +87,10 @@ func (r *Resolver) walkXFF(res *Result, lines []string, pos int, cur netip.Addr)
 				e = l[j+1 : end]
 				end = j
 				if pos++; pos > r.maxHops {
-					res.Hop, res.Header = pos, r.header
-					return failTooMany, ""
+					return r.fail(res, pos, failTooMany, "")
 				}
 				if ip == 0 {
-					res.Hop, res.Header = pos, r.header
-					return failUnspecified, trimOWS(e)
+					return r.fail(res, pos, failUnspecified, trimOWS(e))
 				}
 				if t4 != nil && t4.contains4(ip) {
 					curIP, curLazy = ip, true
@@ -107,13 +105,11 @@ func (r *Resolver) walkXFF(res *Result, lines []string, pos int, cur netip.Addr)
 					continue // RFC 9110 §5.6.1: empty list elements do not count
 				}
 				if pos++; pos > r.maxHops {
-					res.Hop, res.Header = pos, r.header
-					return failTooMany, ""
+					return r.fail(res, pos, failTooMany, "")
 				}
 				var f failure
 				if a, f = parseListAddr(e); f != ok {
-					res.Hop, res.Header = pos, r.header
-					return f, e
+					return r.fail(res, pos, f, e)
 				}
 			}
 			if curLazy {
@@ -128,6 +124,7 @@ func (r *Resolver) walkXFF(res *Result, lines []string, pos int, cur netip.Addr)
 	if curLazy {
 		cur = addrFrom4(curIP)
 	}
+	res.Header = r.header
 	return r.exhausted(res, pos, cur)
 }
 
