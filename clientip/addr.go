@@ -1,6 +1,9 @@
 package clientip
 
-import "net/netip"
+import (
+	"net/netip"
+	"strings"
+)
 
 // text is what the parsers read: header text, or a quoted-string unescaped
 // into a stack buffer. Parsing both without conversion keeps Resolve free of
@@ -140,6 +143,50 @@ func parseIPv6[T text](s T) (netip.Addr, bool) {
 		return netip.Addr{}, false // "::" must stand for at least one field
 	}
 	return netip.AddrFrom16(ip), true
+}
+
+// parsePort parses a decimal port of one to five digits, at most 65535.
+func parsePort[T text](s T) (uint16, bool) {
+	if len(s) == 0 || len(s) > 5 {
+		return 0, false
+	}
+	v := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return uint16(v), v <= 65535
+}
+
+// parseRemoteAddr parses an http.Request's RemoteAddr ("192.0.2.1:1234",
+// "[2001:db8::1]:1234") on a fast path, falling back to [netip.ParseAddrPort]
+// for anything else (a zone, say) and then to [netip.ParseAddr] (a RemoteAddr
+// without a port, as some middleware and tests write it).
+func parseRemoteAddr(s string) (netip.AddrPort, bool) {
+	if b, n, ok := parseIPv4(s); ok && n < len(s) && s[n] == ':' {
+		if p, ok := parsePort(s[n+1:]); ok {
+			return netip.AddrPortFrom(netip.AddrFrom4(b), p), true
+		}
+	}
+	if len(s) > 0 && s[0] == '[' {
+		if end := strings.LastIndex(s, "]:"); end > 0 {
+			if a, ok := parseIPv6(s[1:end]); ok {
+				if p, ok := parsePort(s[end+2:]); ok {
+					return netip.AddrPortFrom(a, p), true
+				}
+			}
+		}
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap, true
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.AddrPortFrom(a, 0), true
+	}
+	return netip.AddrPort{}, false
 }
 
 // validPort reports whether s is a decimal port number of one to five digits,

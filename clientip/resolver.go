@@ -208,10 +208,8 @@ func (r *Resolver) ResolveRequest(req *http.Request) (Result, error) {
 	ctx := req.Context()
 	t, ok := TransportFromContext(ctx)
 	if !ok {
-		if ap, err := netip.ParseAddrPort(req.RemoteAddr); err == nil {
+		if ap, ok := parseRemoteAddr(req.RemoteAddr); ok {
 			t.Peer = ap
-		} else if a, err := netip.ParseAddr(req.RemoteAddr); err == nil {
-			t.Peer = netip.AddrPortFrom(a, 0)
 		} else if la, _ := ctx.Value(http.LocalAddrContextKey).(net.Addr); la == nil || la.Network() != "unix" {
 			// Not a Unix socket, so an unreadable RemoteAddr (rewritten by
 			// other middleware, say) must not pass for a local peer.
