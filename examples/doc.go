@@ -1,0 +1,11 @@
+// Package examples holds sourceip's runnable examples. It is its own module,
+// with a replace directive pointing at the library, so that the MQTT broker,
+// web frameworks, exporters and other heavy dependencies the examples use never
+// enter the library's dependency graph.
+//
+//   - telemetry-gateway: the reference IoT ingest gateway (MQTT over TLS behind
+//     a PROXY-protocol load balancer, plus HTTP ingest), logging the source
+//     address it observes at every layer.
+//   - policylab: builds a small cluster in Linux network namespaces and proves
+//     what a backend observes under each Kubernetes traffic policy.
+package examples

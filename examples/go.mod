@@ -1,0 +1,5 @@
+module github.com/sourceip/sourceip/examples
+
+go 1.26
+
+replace github.com/sourceip/sourceip => ../
