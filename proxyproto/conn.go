@@ -27,6 +27,8 @@ type Conn struct {
 	remote net.Addr
 	local  net.Addr
 
+	ignored bool // an untrusted header was discarded (UntrustedIgnore)
+
 	drained atomic.Bool // rest is empty; Read goes straight to nc
 	mu      sync.Mutex
 	rest    []byte

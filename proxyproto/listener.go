@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,21 +62,27 @@ type Config struct {
 	MaxPending int
 
 	// OnReject, when set, is called once for every connection the listener
-	// refuses, after closing it, from the goroutine that read its header. It
-	// may be called concurrently and should return promptly.
+	// refuses, after closing it, on a goroutine of the listener's (never the
+	// one accepting from the inner listener). It may be called concurrently
+	// and should return promptly.
 	OnReject func(Rejection)
 }
 
 // Listener is a [net.Listener] that reads and validates each connection's
 // PROXY protocol header under a trust policy before Accept returns it.
 //
-// Every accepted connection gets its own goroutine that reads the header with
-// the deadline; Accept only ever returns connections that passed, as
-// [*Conn]. A silent client therefore never blocks Accept, a refused
-// connection never reaches the caller's accept loop (it is closed, counted
-// in [Listener.Stats] and reported to Config.OnReject), and RemoteAddr never
-// blocks. go-proxyproto's own Listener, its policies and its package-level
-// defaults are not used; its parser is.
+// Headers are read eagerly, before Accept returns a connection, and Accept
+// only ever returns connections that passed, as [*Conn]. A connection whose
+// header (or, without one, its first bytes) has already arrived when it is
+// accepted, as with a load balancer that sends the header at once, is judged
+// on the spot; any other gets a goroutine that reads under
+// Config.ReadHeaderTimeout. A silent client therefore never blocks Accept, a
+// refused connection never reaches the caller's accept loop (it is closed,
+// counted in [Listener.Stats] and reported to Config.OnReject), and
+// RemoteAddr never blocks. From the first call to Accept on, it accepts from
+// the inner listener ahead of Accept, holding at most Config.MaxPending
+// connections that wait for their header or for Accept. go-proxyproto's own Listener,
+// its policies and its package-level defaults are not used; its parser is.
 //
 // A Listener is safe for concurrent use.
 type Listener struct {
@@ -99,6 +106,7 @@ type Listener struct {
 	inflight map[net.Conn]struct{} // connections whose header is being read
 
 	pending                                         atomic.Int64
+	inline                                          atomic.Uint64 // judged without waiting (tests)
 	accepted, proxied, local, ignored, acceptErrors atomic.Uint64
 	rejected                                        [numReasons]atomic.Uint64
 }
@@ -151,17 +159,32 @@ func (l *Listener) Accept() (net.Conn, error) {
 	l.start.Do(func() { go l.serve() })
 	select {
 	case c := <-l.ready:
-		return c, nil
+		return l.count(c), nil
 	default:
 	}
 	select {
 	case c := <-l.ready:
-		return c, nil
+		return l.count(c), nil
 	case <-l.done:
 		return nil, &net.OpError{Op: "accept", Net: l.inner.Addr().Network(), Addr: l.inner.Addr(), Err: net.ErrClosed}
 	case <-l.failed:
 		return nil, l.failErr
 	}
+}
+
+// count records c in the counters as Accept returns it.
+func (l *Listener) count(c *Conn) *Conn {
+	l.accepted.Add(1)
+	switch c.facts.Command {
+	case CommandProxy:
+		l.proxied.Add(1)
+	case CommandLocal:
+		l.local.Add(1)
+	}
+	if c.ignored {
+		l.ignored.Add(1)
+	}
+	return c
 }
 
 // Close stops accepting, closes the inner listener, and closes connections
@@ -211,8 +234,11 @@ func (l *Listener) closed() bool {
 	}
 }
 
-// serve accepts from the inner listener and starts one header reader per
-// connection, holding a slot for each.
+// serve accepts from the inner listener, holding a slot for each connection
+// until it is handed to Accept or refused. A connection whose header (or
+// first bytes) already arrived is judged right here, without a deadline or a
+// goroutine of its own; the others get a goroutine that reads with the
+// deadline.
 func (l *Listener) serve() {
 	var delay time.Duration
 	for {
@@ -247,8 +273,33 @@ func (l *Listener) serve() {
 		}
 		delay = 0
 		l.pending.Add(1)
-		go l.handshake(nc, time.Now())
+		hs := &handshake{nc: nc, start: time.Now(), buf: bufPool.Get().(*[bufSize]byte)}
+		hs.peer = socketAddrPort(nc.RemoteAddr())
+		hs.trusted = l.trustUnix
+		if hs.peer.Addr().IsValid() {
+			hs.trusted = l.trusted.Contains(hs.peer.Addr())
+		}
+		if n, rerr, ok := tryRead(nc, hs.buf[:]); ok {
+			hs.have, hs.rerr = n, rerr
+			if r, done := l.judge(hs); done {
+				l.inline.Add(1)
+				l.finish(hs, r, true)
+				continue
+			}
+		}
+		go l.wait(hs)
 	}
+}
+
+// handshake is one connection whose header is being read.
+type handshake struct {
+	nc      net.Conn
+	start   time.Time
+	peer    netip.AddrPort
+	trusted bool
+	buf     *[bufSize]byte
+	have    int   // bytes in buf
+	rerr    error // the last read's error
 }
 
 func (l *Listener) track(nc net.Conn) {
@@ -271,29 +322,46 @@ const bufSize = MaxHeaderLen + 512
 
 var bufPool = sync.Pool{New: func() any { return new([bufSize]byte) }}
 
-// handshake reads and judges nc's header, then hands nc to Accept or closes it.
-func (l *Listener) handshake(nc net.Conn, start time.Time) {
+// wait reads the rest of hs's header under the deadline, then finishes it.
+func (l *Listener) wait(hs *handshake) {
+	var r outcome
+	// The deadline first: Close cancels tracked reads by moving it.
+	if err := hs.nc.SetReadDeadline(hs.start.Add(l.timeout)); err != nil {
+		r = outcome{reason: ReasonIncomplete, err: fmt.Errorf("%w: %w", ErrIncomplete, err)}
+	} else {
+		l.track(hs.nc)
+		r = l.readHeader(hs)
+		l.untrack(hs.nc)
+	}
+	if r.err == nil {
+		hs.nc.SetReadDeadline(time.Time{})
+	}
+	l.finish(hs, r, false)
+}
+
+// readHeader reads until judge decides.
+func (l *Listener) readHeader(hs *handshake) outcome {
+	for {
+		if r, done := l.judge(hs); done {
+			return r
+		}
+		var m int
+		m, hs.rerr = hs.nc.Read(hs.buf[hs.have:])
+		hs.have += m
+	}
+}
+
+// finish hands hs's connection to Accept or closes it, and releases its slot.
+// From the accept loop (inline), OnReject runs in a goroutine of its own so
+// that a slow callback cannot stall accepting.
+func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
+	bufPool.Put(hs.buf)
+	hs.buf = nil
 	defer func() {
 		l.pending.Add(-1)
 		<-l.slots
 	}()
-	peer := socketAddrPort(nc.RemoteAddr())
-	trusted := l.trustUnix
-	if peer.Addr().IsValid() {
-		trusted = l.trusted.Contains(peer.Addr())
-	}
-
-	l.track(nc)
-	buf := bufPool.Get().(*[bufSize]byte)
-	var r outcome
-	if err := nc.SetReadDeadline(start.Add(l.timeout)); err != nil {
-		r = outcome{reason: ReasonIncomplete, err: fmt.Errorf("%w: %w", ErrIncomplete, err)}
-	} else {
-		r = l.readHeader(nc, buf[:], trusted)
-	}
-	bufPool.Put(buf)
-	l.untrack(nc)
-
+	nc := hs.nc
 	if r.err != nil {
 		nc.Close()
 		if l.closed() {
@@ -301,40 +369,35 @@ func (l *Listener) handshake(nc net.Conn, start time.Time) {
 		}
 		l.rejected[r.reason].Add(1)
 		if l.onReject != nil {
-			l.onReject(Rejection{
-				Peer:     peer,
+			rej := Rejection{
+				Peer:     hs.peer,
 				Local:    socketAddrPort(nc.LocalAddr()),
-				Trusted:  trusted,
+				Trusted:  hs.trusted,
 				Version:  r.version,
 				Reason:   r.reason,
 				Err:      r.err,
-				Duration: time.Since(start),
-			})
+				Duration: time.Since(hs.start),
+			}
+			if inline {
+				go l.onReject(rej)
+			} else {
+				l.onReject(rej)
+			}
 		}
 		return
 	}
-	nc.SetReadDeadline(time.Time{})
-	r.facts.Peer = peer
+	r.facts.Peer = hs.peer
 	r.facts.Local = socketAddrPort(nc.LocalAddr())
 	c := newConn(nc, r.facts, r.rest)
+	c.ignored = r.ignored
 	select {
 	case l.ready <- c:
-		l.accepted.Add(1)
-		switch r.facts.Command {
-		case CommandProxy:
-			l.proxied.Add(1)
-		case CommandLocal:
-			l.local.Add(1)
-		}
-		if r.ignored {
-			l.ignored.Add(1)
-		}
 	case <-l.done:
 		nc.Close()
 	}
 }
 
-// outcome is what readHeader learnt: facts and the bytes after the header, or
+// outcome is what judge learnt: facts and the bytes after the header, or
 // why the connection is refused.
 type outcome struct {
 	facts   Facts
@@ -355,59 +418,55 @@ func versionOf(k frameKind) uint8 {
 	return 0
 }
 
-// readHeader reads from nc into buf until the header is complete or it is
-// clear there is none, applying the trust policy as soon as it can: an
-// untrusted header is refused at its signature, before the rest is read.
-func (l *Listener) readHeader(nc net.Conn, buf []byte, trusted bool) outcome {
-	have := 0
-	var rerr error
-	for {
-		k, n, ferr := frame(buf[:have])
-		if k == frameMore && rerr != nil && isEOF(rerr) {
-			// The peer finished before a signature could match: no header.
-			k = frameNone
-		}
-		ver := versionOf(k)
-		switch {
-		case k == frameNone:
-			if trusted && l.headerless == HeaderlessRefuse {
-				err := ErrNoHeader
-				if have == 0 && rerr != nil {
-					err = fmt.Errorf("%w: peer sent nothing before closing", ErrNoHeader)
-				}
-				return outcome{reason: ReasonNoHeader, err: err}
-			}
-			return outcome{rest: clone(buf[:have])}
-		case k != frameMore && !trusted && l.untrusted == UntrustedClose:
-			return outcome{version: ver, reason: ReasonUntrusted, err: ErrUntrustedHeader}
-		case ferr != nil:
-			return outcome{version: ver, reason: ReasonInvalid, err: fmt.Errorf("%w: %w", ErrInvalidHeader, ferr)}
-		case n > 0 && !trusted:
-			return outcome{rest: clone(buf[n:have]), ignored: true}
-		case n > 0:
-			h, err := parseFrame(buf[:n])
-			if err != nil {
-				return outcome{version: ver, reason: ReasonInvalid, err: err}
-			}
-			return outcome{
-				facts: Facts{Version: h.Version, Command: h.Command, Source: h.Source, Destination: h.Destination, TLVs: h.TLVs},
-				rest:  clone(buf[n:have]),
-			}
-		}
-		if rerr != nil {
-			var ne net.Error
-			if errors.As(rerr, &ne) && ne.Timeout() {
-				return outcome{version: ver, reason: ReasonTimeout, err: fmt.Errorf("%w after %d bytes", ErrTimeout, have)}
-			}
-			return outcome{version: ver, reason: ReasonIncomplete, err: fmt.Errorf("%w after %d bytes: %w", ErrIncomplete, have, rerr)}
-		}
-		if have == len(buf) {
-			return outcome{version: ver, reason: ReasonInvalid, err: fmt.Errorf("%w: header too long", ErrInvalidHeader)}
-		}
-		var m int
-		m, rerr = nc.Read(buf[have:])
-		have += m
+// judge decides what to do with the bytes read so far and the last read's
+// error, or reports that more bytes are needed. The trust policy applies as
+// soon as it can: an untrusted header is refused at its signature, before the
+// rest is read.
+func (l *Listener) judge(hs *handshake) (outcome, bool) {
+	buf, have, rerr := hs.buf[:], hs.have, hs.rerr
+	k, n, ferr := frame(buf[:have])
+	if k == frameMore && rerr != nil && isEOF(rerr) {
+		// The peer finished before a signature could match: no header.
+		k = frameNone
 	}
+	ver := versionOf(k)
+	switch {
+	case k == frameNone:
+		if hs.trusted && l.headerless == HeaderlessRefuse {
+			err := ErrNoHeader
+			if have == 0 && rerr != nil {
+				err = fmt.Errorf("%w: peer sent nothing before closing", ErrNoHeader)
+			}
+			return outcome{reason: ReasonNoHeader, err: err}, true
+		}
+		return outcome{rest: clone(buf[:have])}, true
+	case k != frameMore && !hs.trusted && l.untrusted == UntrustedClose:
+		return outcome{version: ver, reason: ReasonUntrusted, err: ErrUntrustedHeader}, true
+	case ferr != nil:
+		return outcome{version: ver, reason: ReasonInvalid, err: fmt.Errorf("%w: %w", ErrInvalidHeader, ferr)}, true
+	case n > 0 && !hs.trusted:
+		return outcome{rest: clone(buf[n:have]), ignored: true}, true
+	case n > 0:
+		h, err := parseFrame(buf[:n])
+		if err != nil {
+			return outcome{version: ver, reason: ReasonInvalid, err: err}, true
+		}
+		return outcome{
+			facts: Facts{Version: h.Version, Command: h.Command, Source: h.Source, Destination: h.Destination, TLVs: h.TLVs},
+			rest:  clone(buf[n:have]),
+		}, true
+	}
+	if rerr != nil {
+		var ne net.Error
+		if errors.As(rerr, &ne) && ne.Timeout() {
+			return outcome{version: ver, reason: ReasonTimeout, err: fmt.Errorf("%w after %d bytes", ErrTimeout, have)}, true
+		}
+		return outcome{version: ver, reason: ReasonIncomplete, err: fmt.Errorf("%w after %d bytes: %w", ErrIncomplete, have, rerr)}, true
+	}
+	if have == len(buf) {
+		return outcome{version: ver, reason: ReasonInvalid, err: fmt.Errorf("%w: header too long", ErrInvalidHeader)}, true
+	}
+	return outcome{}, false
 }
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }

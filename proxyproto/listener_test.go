@@ -185,6 +185,47 @@ func TestListenerProxyHeader(t *testing.T) {
 	}
 }
 
+// A header that is already there when the connection is accepted is judged
+// without a goroutine; one that comes later is read by a goroutine under the
+// deadline. Both paths give the same result.
+func TestListenerInlineAndWaitingPaths(t *testing.T) {
+	inner, err := net.Listen("tcp", lbAddr+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewListener(inner, trustedLB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	b, _ := header(2, "203.0.113.7:1", "192.0.2.10:2").Format()
+	early := dial(t, lbAddr, l.Addr().String())
+	early.Write(append(b, "early"...))
+	late := dial(t, lbAddr, l.Addr().String())
+	time.Sleep(20 * time.Millisecond) // let the early bytes land; not synchronisation
+	for i := range 2 {
+		if i == 1 {
+			waitFor(t, "the late connection to wait for its header", func() bool { return l.Stats().Pending == 1 })
+			late.Write(append(b, "late!"...))
+		}
+		sc, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		got := make([]byte, 5)
+		if _, err := io.ReadFull(sc, got); err != nil || sc.RemoteAddr().String() != "203.0.113.7:1" {
+			t.Errorf("conn %d: read %q, %v, remote %v", i, got, err, sc.RemoteAddr())
+		}
+		if i == 0 && l.inline.Load() != 1 {
+			t.Errorf("early header not judged inline (inline = %d)", l.inline.Load())
+		}
+	}
+	if n := l.inline.Load(); n != 1 {
+		t.Errorf("inline = %d, want 1 (the late header waits in a goroutine)", n)
+	}
+}
+
 // A v1 line that arrives in pieces is reassembled up to the deadline (the
 // spec lets a receiver refuse it; this one waits, bounded by the timeout and
 // 107 bytes).
@@ -448,7 +489,8 @@ func TestListenerClose(t *testing.T) {
 		t.Errorf("second Accept = %v", err)
 	}
 	waitFor(t, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= base })
-	if st := l.Stats(); st.TotalRejected() != 0 || st.Pending != 0 {
+	waitFor(t, "pending connections to drain", func() bool { return l.Stats().Pending == 0 })
+	if st := l.Stats(); st.TotalRejected() != 0 {
 		t.Errorf("Stats after Close = %+v (closing is not a rejection)", st)
 	}
 }
