@@ -670,3 +670,21 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// DialContext fills a PROXY header's empty addresses from the connection.
+func TestDialContextFillsAddresses(t *testing.T) {
+	s := newServer(t, trustedLB())
+	c, err := DialContext(context.Background(), &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(lbAddr)}}, "tcp", s.addr(),
+		Header{Version: 2, Command: CommandProxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f := s.accept(t).Facts()
+	if f.Source.String() != c.LocalAddr().String() || f.Destination.String() != c.RemoteAddr().String() {
+		t.Errorf("Facts = %v, want %v -> %v", f, c.LocalAddr(), c.RemoteAddr())
+	}
+	if _, err := DialContext(context.Background(), nil, "tcp", s.addr(), Header{Version: 9}); !errors.Is(err, ErrInvalidHeaderValue) {
+		t.Errorf("bad header: %v", err)
+	}
+}

@@ -16,7 +16,10 @@ import (
 // maxUniqueID is the longest PP2_TYPE_UNIQUE_ID value (spec 2.2.6).
 const maxUniqueID = 128
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var (
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+	zeroCRC    [4]byte // stands for the checksum field while it is computed
+)
 
 // validate turns a header go-proxyproto parsed from raw into a Header, or
 // rejects it.
@@ -141,8 +144,7 @@ func checkTLVs(raw []byte, off int) error {
 
 // headerCRC returns the CRC32c of raw with the 4 bytes at at taken as zero.
 func headerCRC(raw []byte, at int) uint32 {
-	var zero [4]byte
 	c := crc32.Update(0, castagnoli, raw[:at])
-	c = crc32.Update(c, castagnoli, zero[:])
+	c = crc32.Update(c, castagnoli, zeroCRC[:])
 	return crc32.Update(c, castagnoli, raw[at+4:])
 }
