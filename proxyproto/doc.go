@@ -41,9 +41,11 @@
 //
 // # Bounded header reads
 //
-// Each connection's header is read in its own goroutine before Accept returns
-// the connection, under Config.ReadHeaderTimeout (default 5 s; the
-// specification asks for at least 3 s to cover a TCP retransmit). A client
+// Each connection's header is read before Accept returns the connection: on
+// the spot when it has already arrived (the usual case behind a load
+// balancer), otherwise in a goroutine of its own under
+// Config.ReadHeaderTimeout (default 5 s; the specification asks for at least
+// 3 s to cover a TCP retransmit). A client
 // that connects and sends nothing is closed at the deadline and never blocks
 // Accept for anyone else; a header that cannot be valid is refused as soon as
 // that is known; at most 107 bytes (v1) or 16+4096 bytes (v2) are read as

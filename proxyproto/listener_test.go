@@ -202,7 +202,7 @@ func TestListenerInlineAndWaitingPaths(t *testing.T) {
 	early := dial(t, lbAddr, l.Addr().String())
 	early.Write(append(b, "early"...))
 	late := dial(t, lbAddr, l.Addr().String())
-	time.Sleep(20 * time.Millisecond) // let the early bytes land; not synchronisation
+	waitAcked(t, early)
 	for i := range 2 {
 		if i == 1 {
 			waitFor(t, "the late connection to wait for its header", func() bool { return l.Stats().Pending == 1 })
