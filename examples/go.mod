@@ -1,5 +1,5 @@
 module github.com/sourceip/sourceip/examples
 
-go 1.26
+go 1.26.0
 
 replace github.com/sourceip/sourceip => ../

@@ -1,0 +1,36 @@
+// Package e2e holds the one rule for example tests that need a real program
+// (HAProxy, mosquitto clients): use it when it is installed, skip with a
+// one-line reason when it is not, and fail instead of skipping when
+// SOURCEIP_E2E=require, as CI sets. It mirrors the library's internal/e2e,
+// which the examples module cannot import.
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// Required reports whether end-to-end tests must run (SOURCEIP_E2E=require).
+func Required() bool { return os.Getenv("SOURCEIP_E2E") == "require" }
+
+// Require returns the path of the program name found in PATH or in the sbin
+// directories, where Debian installs daemons such as haproxy. When it is
+// missing, Require skips tb with a one-line reason, or fails it when
+// [Required] is true.
+func Require(tb testing.TB, name string) string {
+	tb.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin", "/sbin"} {
+		if p, err := exec.LookPath(dir + "/" + name); err == nil {
+			return p
+		}
+	}
+	if Required() {
+		tb.Fatalf("%s is required (SOURCEIP_E2E=require) but not installed", name)
+	}
+	tb.Skipf("%s not installed; skipping (set SOURCEIP_E2E=require to fail instead)", name)
+	return ""
+}
