@@ -93,3 +93,10 @@ type nopObserver struct{}
 
 func (nopObserver) ObserveResolve(context.Context, clientip.Result, error) {}
 func (nopObserver) ObserveDeny(context.Context, clientip.Result, error)    {}
+
+// discard is a ResponseWriter that keeps nothing.
+type discard struct{}
+
+func (discard) Header() http.Header         { return http.Header{} }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
