@@ -100,3 +100,7 @@ type discard struct{}
 func (discard) Header() http.Header         { return http.Header{} }
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 func (discard) WriteHeader(int)             {}
+
+func clientipFromContext(r *http.Request) (clientip.Result, bool) {
+	return clientip.FromContext(r.Context())
+}
