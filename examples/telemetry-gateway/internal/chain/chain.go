@@ -105,7 +105,10 @@ func (i *Info) Subject() string {
 
 // Failure is a connection that ended before the broker accepted its CONNECT.
 type Failure struct {
-	Info     *Info
+	Info *Info
+	// Conn is the connection as Inner returned it (closed by now), for
+	// wrappers' accessors such as middleware.ResultFromConn.
+	Conn     net.Conn
 	Stage    Stage
 	Err      error
 	Duration time.Duration // since Accepted
@@ -255,7 +258,7 @@ func (l *Listener) serveConn(c *Conn, establish listeners.EstablishFn) {
 	tc := tls.Server(c, l.tls)
 	start := time.Now()
 	if err := tc.Handshake(); err != nil {
-		l.fail(info, StageTLS, err)
+		l.fail(c.Conn, info, StageTLS, err)
 		return
 	}
 	info.Handshake = time.Since(start)
@@ -268,15 +271,15 @@ func (l *Listener) serveConn(c *Conn, establish listeners.EstablishFn) {
 		if err == nil {
 			err = errors.New("connection closed before CONNECT")
 		}
-		l.fail(info, StageConnect, err)
+		l.fail(c.Conn, info, StageConnect, err)
 	}
 }
 
-func (l *Listener) fail(info *Info, stage Stage, err error) {
+func (l *Listener) fail(conn net.Conn, info *Info, stage Stage, err error) {
 	if l.cfg.OnFailure == nil {
 		return
 	}
-	f := Failure{Info: info, Stage: stage, Err: err, Duration: time.Since(info.Accepted)}
+	f := Failure{Info: info, Conn: conn, Stage: stage, Err: err, Duration: time.Since(info.Accepted)}
 	f.Timeout = errors.Is(err, os.ErrDeadlineExceeded)
 	if f.Timeout {
 		limit := l.cfg.HandshakeTimeout
