@@ -43,6 +43,9 @@ type Config struct {
 	TLS *tls.Config
 	// Timeout bounds connecting and each acknowledgement; zero means 10s.
 	Timeout time.Duration
+	// OnDial, when set, is called with each new TCP connection (before
+	// TLS), so callers can see the address the device connects from.
+	OnDial func(net.Conn)
 }
 
 // ConnectError is a CONNECT the server refused, with its CONNACK code
@@ -91,6 +94,9 @@ func Dial(ctx context.Context, cfg Config) (*tls.Conn, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if cfg.OnDial != nil {
+		cfg.OnDial(c)
 	}
 	tc := tls.Client(c, cfg.TLS)
 	hctx, cancel := context.WithTimeout(ctx, cfg.timeout())

@@ -18,7 +18,7 @@ type Record struct {
 	Protocol string `json:"protocol"`
 	// Topic and QoS are the MQTT topic and QoS level.
 	Topic string `json:"topic,omitempty"`
-	QoS   byte   `json:"qos"`
+	QoS   byte   `json:"qos,omitempty"`
 	// Payload is the reading exactly as validated, in compact form.
 	Payload    json.RawMessage `json:"payload"`
 	Provenance Provenance      `json:"provenance"`

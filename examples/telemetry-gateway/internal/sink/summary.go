@@ -64,3 +64,18 @@ func SummarizeFile(path string) (Summary, error) {
 	defer f.Close()
 	return Summarize(f)
 }
+
+// ReadAll decodes every record of a sink file.
+func ReadAll(r io.Reader) ([]Record, error) {
+	var out []Record
+	dec := json.NewDecoder(r)
+	for {
+		var rec Record
+		if err := dec.Decode(&rec); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return out, err
+		}
+		out = append(out, rec)
+	}
+}
