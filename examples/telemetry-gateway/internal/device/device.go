@@ -117,24 +117,27 @@ func (cfg Config) timeout() time.Duration {
 
 // Client is one connected device.
 type Client struct {
-	cfg  Config
-	v3   pahov3.Client
-	v5   *paho.Client
-	lost chan struct{}
-	once sync.Once
+	cfg     Config
+	v3      pahov3.Client
+	v5      *paho.Client
+	lost    chan struct{}
+	once    sync.Once
+	lostCtx context.Context // cancelled with lost, to abort MQTT 5 publishes waiting for an ack
+	loseCtx context.CancelFunc
 }
 
 // Connect dials and sends CONNECT (clean session); it returns a
 // *ConnectError when the server refuses.
 func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, lost: make(chan struct{})}
+	c.lostCtx, c.loseCtx = context.WithCancel(context.Background())
 	if cfg.Version == 5 {
 		return c, c.connect5(ctx)
 	}
 	return c, c.connect3(ctx)
 }
 
-func (c *Client) markLost() { c.once.Do(func() { close(c.lost) }) }
+func (c *Client) markLost() { c.once.Do(func() { close(c.lost); c.loseCtx() }) }
 
 func (c *Client) connect3(ctx context.Context) error {
 	opts := pahov3.NewClientOptions().AddBroker("tls://" + c.cfg.Addr).
@@ -189,6 +192,8 @@ func (c *Client) Publish(ctx context.Context, topic string, qos byte, payload []
 	if c.v5 != nil {
 		pctx, cancel := context.WithTimeout(ctx, c.cfg.timeout())
 		defer cancel()
+		stop := context.AfterFunc(c.lostCtx, cancel) // paho.golang does not end waits when the connection drops
+		defer stop()
 		resp, err := c.v5.Publish(pctx, &paho.Publish{Topic: topic, QoS: qos, Payload: payload})
 		if resp != nil && resp.ReasonCode >= 0x80 {
 			return &PublishError{Code: resp.ReasonCode, Err: err}
