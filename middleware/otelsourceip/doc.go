@@ -70,5 +70,6 @@
 //
 // When resolution fails the request is refused, and client.address keeps
 // otelhttp's value; sourceip.outcome on the same span says it was not
-// resolved.
+// resolved. A masqueraded result does not set client.address either (its
+// address is a node, not a client): sourceip.masqueraded=true marks the span.
 package otelsourceip
