@@ -2,9 +2,8 @@
 // through the client-IP extractors of gin, echo, chi and realclientip-go, each
 // configured as securely as it allows, and benchmarks them side by side; it
 // also compares sourceip's request middleware with chi's ClientIPFromXFF
-// (middleware_test.go). It is
-// its own module so that none of these frameworks enters the library's
-// dependency graph.
+// (middleware_test.go). It is its own module so that none of these frameworks
+// enters the library's dependency graph.
 package compare
 
 import (
