@@ -3,6 +3,7 @@ package middleware
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -30,6 +31,9 @@ import (
 // so that servers that look for a *tls.Conn still find one; ResultFromConn
 // sees through it.
 //
+// A nil r resolves nothing: every connection carries an error wrapping
+// [ErrInvalidConfig], so servers that refuse on error refuse them all.
+//
 // Accept makes one allocation per connection beyond inner's (the wrapper),
 // and more only when resolution fails. The returned connections keep inner's
 // fast paths for io.Copy (ReadFrom, WriteTo) and CloseWrite.
@@ -49,7 +53,10 @@ func (l *listener) Accept() (net.Conn, error) {
 	}
 	t, err := transportOf(c)
 	var res clientip.Result
-	if err == nil {
+	switch {
+	case l.r == nil:
+		res, err = clientip.Result{Peer: t.Peer, Proxy: t.Proxy}, errNilResolver
+	case err == nil:
 		res, err = l.r.Resolve(t, nil)
 	}
 	return &conn{Conn: c, res: res, err: err}, nil
@@ -112,6 +119,8 @@ func (c *conn) CloseWrite() error {
 	}
 	return errNoCloseWrite
 }
+
+var errNilResolver = fmt.Errorf("%w: NewListener without a Resolver", ErrInvalidConfig)
 
 var errNoCloseWrite = errors.New("middleware: connection does not support CloseWrite")
 

@@ -147,6 +147,19 @@ func TestListener(t *testing.T) {
 	}
 }
 
+func TestListenerNilResolver(t *testing.T) {
+	ln := NewListener(loopback(t), nil)
+	dial(t, "tcp", ln.Addr().String(), nil)
+	res, err := ResultFromConn(accept(t, ln))
+	if !errors.Is(err, ErrInvalidConfig) || res.Client.IsValid() || res.Peer.Addr() != addr("127.0.0.1") {
+		t.Errorf("ResultFromConn = %v, %v; want no client and ErrInvalidConfig", res, err)
+	}
+	p, _ := NewSourceRanges(SourceRangesConfig{Allow: clientip.Loopback()})
+	if err := p.Check(res, err); !errors.Is(err, ErrUnresolved) {
+		t.Errorf("Check = %v, want ErrUnresolved", err)
+	}
+}
+
 func TestListenerUnix(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s")
 	inner, err := net.Listen("unix", path)

@@ -39,7 +39,7 @@ type SourceRangesConfig struct {
 // Use [SourceRanges.Handler] after the resolve middleware for HTTP, and
 // [SourceRanges.Check] with [ResultFromConn] or [clientip.Resolver.Resolve]
 // for MQTT and other protocols. A SourceRanges is immutable and safe for
-// concurrent use.
+// concurrent use. The zero SourceRanges admits nobody and answers 403.
 type SourceRanges struct {
 	allow    clientip.PrefixSet
 	onDeny   func(w http.ResponseWriter, r *http.Request, res clientip.Result, err error)
@@ -118,7 +118,11 @@ func (p *SourceRanges) Handler(h http.Handler) http.Handler {
 			if p.observer != nil {
 				p.observer.ObserveDeny(r.Context(), res, err)
 			}
-			p.onDeny(w, r, res, err)
+			deny := p.onDeny
+			if deny == nil { // a zero SourceRanges
+				deny = forbidden
+			}
+			deny(w, r, res, err)
 			return
 		}
 		h.ServeHTTP(w, r)

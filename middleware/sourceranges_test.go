@@ -80,6 +80,16 @@ func TestSourceRangesZeroAdmitsNobody(t *testing.T) {
 	}
 }
 
+func TestSourceRangesZeroValue(t *testing.T) {
+	var p SourceRanges
+	mw, _ := New(Config{Resolver: testResolver(t)})
+	rec := httptest.NewRecorder()
+	mw(p.Handler(echo)).ServeHTTP(rec, request("198.51.100.7:5000"))
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("zero SourceRanges: %d %q, want 403", rec.Code, rec.Body.String())
+	}
+}
+
 func TestSourceRangesHandler(t *testing.T) {
 	tests := []struct {
 		name     string
