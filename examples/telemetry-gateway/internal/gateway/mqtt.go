@@ -235,7 +235,8 @@ func (h *hook) OnACLCheck(_ *mqtt.Client, topic string, write bool) bool {
 
 // OnPublish runs on the client's read loop before mochi acknowledges: the
 // reading is rate limited, validated and made durable here, and only a nil
-// error lets the PUBACK go out.
+// error lets the PUBACK go out. A QoS 0 reading, which nobody acknowledges,
+// is queued for the sink without waiting for its fsync.
 func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	g := h.g
 	v, _ := h.sessions.Load(cl)
@@ -269,7 +270,13 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		Protocol: "mqtt", Topic: pk.TopicName, QoS: pk.FixedHeader.Qos,
 		Payload: r.Compact, Provenance: s.prov,
 	}
-	res, err := g.sink.Append(ctx, rec)
+	var res sink.Result
+	if pk.FixedHeader.Qos == 0 {
+		// Nobody waits for an acknowledgement: queue it and read on.
+		err = g.sink.Enqueue(ctx, rec)
+	} else {
+		res, err = g.sink.Append(ctx, rec)
+	}
 	if err != nil {
 		// Not acknowledged: the device keeps the message. Disconnect it so
 		// that it sends the message again, to this gateway once the sink

@@ -240,32 +240,47 @@ func (s *Sink) recover() error {
 // which. It blocks until the record's batch is committed, ctx is done (the
 // record may still be written), or the sink fails or is closed.
 func (s *Sink) Append(ctx context.Context, rec *Record) (Result, error) {
-	if p := s.failed.Load(); p != nil {
-		return Result{}, *p
-	}
-	line, err := json.Marshal(rec)
+	req, err := s.enqueue(ctx, rec)
 	if err != nil {
 		return Result{}, err
 	}
-	line = append(line, '\n')
-	req := &request{dev: rec.Device, seq: rec.Seq, key: Key(rec.Device, rec.Seq), line: line, res: make(chan outcome, 1)}
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
-		return Result{}, ErrClosed
-	}
-	select {
-	case s.queue <- req:
-	case <-ctx.Done():
-		s.mu.RUnlock()
-		return Result{}, ctx.Err()
-	}
-	s.mu.RUnlock()
 	select {
 	case o := <-req.res:
 		return Result{Duplicate: o.dup}, o.err
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
+	}
+}
+
+// Enqueue queues rec for the next batch and returns without waiting for it
+// to be committed: for messages nobody acknowledges (MQTT QoS 0), which then
+// cost no fsync wait. It blocks only while the queue is full, which slows the
+// sender down. It fails when the sink has failed or is closed.
+func (s *Sink) Enqueue(ctx context.Context, rec *Record) error {
+	_, err := s.enqueue(ctx, rec)
+	return err
+}
+
+func (s *Sink) enqueue(ctx context.Context, rec *Record) (*request, error) {
+	if p := s.failed.Load(); p != nil {
+		return nil, *p
+	}
+	line, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	line = append(line, '\n')
+	req := &request{dev: rec.Device, seq: rec.Seq, key: Key(rec.Device, rec.Seq), line: line, res: make(chan outcome, 1)}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	select {
+	case s.queue <- req:
+		return req, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 

@@ -228,3 +228,22 @@ func TestIndexWindow(t *testing.T) {
 		t.Errorf("%d devices, want at most 2", len(x.devices))
 	}
 }
+
+func TestEnqueueIsCommittedByClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sink.jsonl")
+	s := open(t, path, SyncFsync)
+	for i := range 100 {
+		if err := s.Enqueue(context.Background(), rec("q0", uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := SummarizeFile(path); sum.Unique != 100 {
+		t.Errorf("summary %+v", sum)
+	}
+	if err := s.Enqueue(context.Background(), rec("q0", 101)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Enqueue after Close: %v", err)
+	}
+}
