@@ -25,6 +25,7 @@ import (
 	"syscall"
 
 	promclient "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/gateway"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
@@ -64,31 +65,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 
 // serve runs the gateway until ctx is done, then drains it.
 func serve(ctx context.Context, o *options, logOut io.Writer) error {
-	log, err := o.logger(logOut)
+	g, log, cleanup, err := build(o, logOut)
 	if err != nil {
 		return err
 	}
-	cfg, err := o.gatewayConfig(log)
-	if err != nil {
-		return err
-	}
-	reg := promclient.NewRegistry()
-	reg.MustRegister(promclient.NewGoCollector(), promclient.NewProcessCollector(promclient.ProcessCollectorOpts{}))
-	exp, err := prometheus.New(prometheus.WithRegisterer(reg))
-	if err != nil {
-		return err
-	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-	defer mp.Shutdown(context.Background())
-	cfg.MeterProvider = mp
-	cfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	if cfg.Observer, err = observer(mp); err != nil {
-		return err
-	}
-	g, err := gateway.New(cfg)
-	if err != nil {
-		return err
-	}
+	defer cleanup()
 	if err := g.Start(); err != nil {
 		return err
 	}
@@ -97,6 +78,40 @@ func serve(ctx context.Context, o *options, logOut io.Writer) error {
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
 	return g.Shutdown(sctx, o.drainDelay)
+}
+
+// build makes the gateway the options describe, with Prometheus metrics
+// through the OpenTelemetry exporter: the gateway's own instruments and
+// otelsourceip's.
+func build(o *options, logOut io.Writer) (*gateway.Gateway, *slog.Logger, func(), error) {
+	log, err := o.logger(logOut)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg, err := o.gatewayConfig(log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	reg := promclient.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exp, err := prometheus.New(prometheus.WithRegisterer(reg))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	cleanup := func() { _ = mp.Shutdown(context.Background()) }
+	cfg.MeterProvider = mp
+	cfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if cfg.Observer, err = observer(mp); err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
+	g, err := gateway.New(cfg)
+	if err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
+	return g, log, cleanup, nil
 }
 
 // gatewayConfig turns the options into the gateway's configuration.

@@ -5,13 +5,15 @@ import (
 	"context"
 	"flag"
 	"io"
+	"net/http"
+	"net/netip"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/lb"
-	"net/netip"
 )
 
 // TestDemo runs the demo as `go run ./telemetry-gateway -demo` does and checks
@@ -129,5 +131,48 @@ func TestOptionsFromFlagsAndEnvironment(t *testing.T) {
 	}
 	if _, err := parseOptions([]string{"-nope"}, func(string) string { return "" }, io.Discard); err == nil || err == flag.ErrHelp {
 		t.Errorf("unknown flag: %v", err)
+	}
+}
+
+// TestServeWiring builds the gateway as the command does and checks that
+// /metrics carries both the gateway's and otelsourceip's instruments.
+func TestServeWiring(t *testing.T) {
+	dir := t.TempDir()
+	o, err := parseOptions([]string{"-mqtt-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0",
+		"-sink", dir + "/t.jsonl", "-tls-self-signed-out", dir + "/cert.pem", "-log-level", "error"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, cleanup, err := build(o, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Shutdown(context.Background(), 0)
+	resp, err := http.Post("http://"+g.HTTPAddr()+"/v1/telemetry", "application/json", strings.NewReader(`{"device":"w1","seq":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("ingest: %s", resp.Status)
+	}
+	resp, err = http.Get("http://" + g.AdminAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"sourceip_resolutions_total{", `sourceip_outcome="resolved"`, `sourceip_source="socket"`,
+		`gateway_messages_total{`, `outcome="accepted",protocol="http"`, "go_goroutines"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if _, err := os.Stat(dir + "/cert.pem"); err != nil {
+		t.Errorf("-tls-self-signed-out: %v", err)
 	}
 }

@@ -117,7 +117,9 @@ type Config struct {
 	// Metrics, when set, is served on /metrics of the admin server.
 	Metrics http.Handler
 	// Observer is told of every resolution and refusal, for MQTT and HTTP
-	// (the middleware's Observer; otelsourceip implements it).
+	// (the middleware's Observer; otelsourceip implements it), and of every
+	// connection the PROXY listener refuses when it also has a method
+	// ObserveProxyRejection(proxyproto.Rejection).
 	Observer middleware.Observer
 	// OnConnection, when set, is called with every MQTT connection's record
 	// after its log line (accepted or refused); OnFailure with every

@@ -341,6 +341,9 @@ func (h *hook) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 // knew.
 func (g *Gateway) onProxyReject(r proxyproto.Rejection) {
 	ctx := context.Background()
+	if o, ok := g.cfg.Observer.(interface{ ObserveProxyRejection(proxyproto.Rejection) }); ok {
+		o.ObserveProxyRejection(r)
+	}
 	g.met.connection(ctx, "proxy_rejected", r.Reason.String())
 	attrs := []slog.Attr{slog.String("stage", "proxy"), slog.String("socket_peer", r.Peer.String()), slog.String("local", r.Local.String()),
 		slog.Bool("trusted_upstream", r.Trusted), slog.String("reason", r.Reason.String()), slog.Duration("after", r.Duration),

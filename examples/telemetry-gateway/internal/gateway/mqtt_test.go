@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,7 +158,8 @@ func TestHalfOpenClosedAtDeadline(t *testing.T) {
 // TestProxyRefusals: a PROXY header from a peer outside the load-balancer
 // ranges is refused, and so is a load balancer's connection without one.
 func TestProxyRefusals(t *testing.T) {
-	e := start(t, nil)
+	obs := &countingObserver{}
+	e := start(t, func(c *Config) { c.Observer = obs })
 	// 127.0.0.1 is not a trusted load balancer.
 	c, err := proxyproto.DialContext(t.Context(), nil, "tcp", e.g.MQTTAddr(), proxyproto.Header{
 		Version: 1, Command: proxyproto.CommandProxy, Source: netip.MustParseAddrPort("198.51.100.1:1234")})
@@ -183,4 +186,17 @@ func TestProxyRefusals(t *testing.T) {
 	dc.Close()
 	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "direct", "client": "127.0.0.33",
 		"client_source": "socket", "proxy": "none", "socket_peer": "127.0.0.33:*"})
+	if r, p := obs.resolves.Load(), obs.rejections.Load(); r != 1 || p != 2 {
+		t.Errorf("observer saw %d resolutions and %d PROXY refusals, want 1 and 2", r, p)
+	}
 }
+
+// countingObserver is a middleware.Observer with the optional
+// ObserveProxyRejection method.
+type countingObserver struct {
+	resolves, denies, rejections atomic.Int64
+}
+
+func (o *countingObserver) ObserveResolve(context.Context, clientip.Result, error) { o.resolves.Add(1) }
+func (o *countingObserver) ObserveDeny(context.Context, clientip.Result, error)    { o.denies.Add(1) }
+func (o *countingObserver) ObserveProxyRejection(proxyproto.Rejection)             { o.rejections.Add(1) }
