@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -74,7 +76,16 @@ func startChain(b *testing.B, sync sink.SyncMode) benchTarget {
 	if err := g.Start(); err != nil {
 		b.Fatal(err)
 	}
-	return benchTarget{addr: g.MQTTAddr(), proxy: 2, ca: ca, stop: func() { g.Shutdown(context.Background(), 0) }}
+	return benchTarget{addr: g.MQTTAddr(), proxy: 2, ca: ca, stop: func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := g.Shutdown(ctx, 0); err != nil {
+			f, _ := os.CreateTemp("", "gateway-shutdown-*.txt")
+			pprof.Lookup("goroutine").WriteTo(f, 2)
+			f.Close()
+			b.Errorf("shutdown: %v (goroutines in %s)", err, f.Name())
+		}
+	}}
 }
 
 // allowHook allows every connection and publish, like mochi's auth.AllowHook
@@ -139,7 +150,16 @@ func startBare(b *testing.B, withSink bool, sync sink.SyncMode) benchTarget {
 		b.Fatal(err)
 	}
 	return benchTarget{addr: tcp.Address(), ca: ca, stop: func() {
-		srv.Close()
+		done := make(chan struct{})
+		go func() { srv.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			f, _ := os.CreateTemp("", "bare-shutdown-*.txt")
+			pprof.Lookup("goroutine").WriteTo(f, 2)
+			f.Close()
+			b.Errorf("mochi's Server.Close did not return within 15s (goroutines in %s)", f.Name())
+		}
 		if s != nil {
 			s.Close()
 		}
@@ -243,7 +263,9 @@ func BenchmarkConnect(b *testing.B) {
 			start := time.Now()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					c, err := device.Connect(context.Background(), bt.device(fmt.Sprintf("c%d", n.Add(1))))
+					ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+					c, err := device.Connect(ctx, bt.device(fmt.Sprintf("c%d", n.Add(1))))
+					cancel()
 					if err != nil {
 						b.Error(err)
 						return

@@ -25,6 +25,8 @@ type instruments struct {
 
 	mu   sync.Mutex
 	sets map[[3]string]metric.MeasurementOption // cached attribute sets
+
+	mqttAccepted metric.MeasurementOption // the per-reading hot path, looked up once
 }
 
 func newInstruments(mp metric.MeterProvider) (*instruments, error) {
@@ -67,6 +69,7 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 		metric.WithDescription("Sink write or fsync failures"), metric.WithUnit("{error}")); err != nil {
 		return nil, err
 	}
+	in.mqttAccepted = in.attrs([3]string{"mqtt", "accepted", ""})
 	return in, nil
 }
 
@@ -92,6 +95,10 @@ func (in *instruments) connection(ctx context.Context, outcome, reason string) {
 }
 
 func (in *instruments) message(ctx context.Context, protocol, outcome string) {
+	if protocol == "mqtt" && outcome == "accepted" {
+		in.msgs.Add(ctx, 1, in.mqttAccepted)
+		return
+	}
 	in.msgs.Add(ctx, 1, in.attrs([3]string{protocol, outcome, ""}))
 }
 
