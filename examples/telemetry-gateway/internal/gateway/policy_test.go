@@ -210,3 +210,37 @@ func TestAutopaho(t *testing.T) {
 		t.Errorf("sink %+v", s)
 	}
 }
+
+// TestSinkFailureIsNeverAcknowledged: once the sink cannot take a reading,
+// the device gets no acknowledgement and is disconnected (MQTT 5: "server
+// unavailable") so that it keeps the reading and sends it again, and
+// readiness fails so that the load balancer drains the gateway.
+func TestSinkFailureIsNeverAcknowledged(t *testing.T) {
+	for _, v := range []byte{4, 5} {
+		e := start(t, nil)
+		id := fmt.Sprintf("sf%d", v)
+		c, err := device.Connect(t.Context(), e.device(id, v, 2, "127.0.0.46:4600"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading(id, 1, 1)); err != nil {
+			t.Fatal(err)
+		}
+		e.g.Sink().Close() // every later append fails, as after a write or fsync error
+		if err := e.g.Ready(); err == nil {
+			t.Error("ready with a failed sink")
+		}
+		if err := c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading(id, 2, 1)); !errors.Is(err, device.ErrNoAck) {
+			t.Errorf("MQTT %d: publish after the sink failed: %v, want no acknowledgement", v, err)
+		}
+		select {
+		case <-c.Lost():
+		case <-time.After(3 * time.Second):
+			t.Errorf("MQTT %d: device not disconnected", v)
+		}
+		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "sink append failed", "client_id": id, "id": id + "/2"})
+		if s := e.summary(t); s.Unique != 1 || s.Count[id+"/1"] != 1 {
+			t.Errorf("sink %+v", s)
+		}
+	}
+}
