@@ -97,13 +97,16 @@ func (g *Gateway) accessLog(next http.Handler) http.Handler {
 	})
 }
 
-// captureResult copies the middleware's Result into the request's log line.
-func captureResult(next http.Handler) http.Handler {
+// captureResult copies the middleware's Result into the request's log line
+// and warns about masqueraded clients.
+func (g *Gateway) captureResult(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := logOf(r)
 		l.res, l.resolved = clientip.FromContext(r.Context())
 		if l.res.Masqueraded {
 			l.resErr = clientip.ErrMasqueraded
+			g.masq.warn(l.res.Client, "http")
+			g.met.masqueraded(r.Context(), "http")
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -135,7 +138,7 @@ func (g *Gateway) router() (http.Handler, error) {
 		return nil, err
 	}
 	r := chi.NewRouter()
-	r.Use(g.accessLog, resolve, captureResult)
+	r.Use(g.accessLog, resolve, g.captureResult)
 	if g.allow != nil {
 		sr, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{
 			Allow:    g.cfg.Allow,
@@ -201,9 +204,7 @@ func (g *Gateway) ingest(w http.ResponseWriter, r *http.Request) {
 	res := l.res
 	key := limiter.Key{Prefix: clientip.RateLimitKey(res.Client)}
 	if res.Masqueraded {
-		key.Identity = rd.Device
-		g.masq.warn(res.Client, "http")
-		g.met.masqueraded(ctx, "http")
+		key.Identity = rd.Device // not the node as a whole: see README
 	}
 	if wait, ok := g.buckets.ReserveAt(key, time.Now(), 0); !ok {
 		g.met.message(ctx, "http", "rate_limited")

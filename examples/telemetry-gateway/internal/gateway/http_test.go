@@ -214,3 +214,19 @@ func TestShutdownDisconnectsAndCommits(t *testing.T) {
 		t.Errorf("sink still open after Shutdown: %v", err)
 	}
 }
+
+func TestHTTPMasqueraded(t *testing.T) {
+	e := start(t, func(c *Config) {
+		c.HTTPAddr = "127.0.0.1:0"
+		c.Masquerade = clientip.MustParsePrefixSet("127.0.0.150")
+	})
+	status, body := post(t, httpFrom("127.0.0.150"), "http://"+e.g.HTTPAddr()+"/v1/telemetry", "", `{"device":"hm","seq":1}`)
+	if status != 201 {
+		t.Fatalf("%d %s", status, body)
+	}
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "http request", "masqueraded": "true", "decision": "masqueraded", "level": "WARN"})
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "CLIENTS ARE MASQUERADED*", "node": "127.0.0.150", "protocol": "http"})
+	if recs := e.records(t); len(recs) != 1 || !recs[0].Provenance.Masqueraded {
+		t.Errorf("records %+v", recs)
+	}
+}

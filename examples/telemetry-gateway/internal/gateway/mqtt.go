@@ -170,6 +170,10 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	if g.cfg.Observer != nil {
 		g.cfg.Observer.ObserveResolve(ctx, c.Result, c.ResolveErr)
 	}
+	if c.Result.Masqueraded {
+		g.masq.warn(c.Result.Client, "mqtt")
+		g.met.masqueraded(ctx, "mqtt")
+	}
 	if err := g.admit(c.Result, c.ResolveErr); err != nil {
 		code := packets.ErrNotAuthorized
 		if c.MQTTVersion < 5 {
@@ -195,8 +199,6 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 		// per device identity under it, never the node as a whole.
 		s.key.Identity = cl.ID
 		level = slog.LevelWarn
-		g.masq.warn(c.Result.Client, "mqtt")
-		g.met.masqueraded(ctx, "mqtt")
 	}
 	h.sessions.Store(cl, s)
 	g.log.LogAttrs(ctx, level, "mqtt connection", c.attrs()...)

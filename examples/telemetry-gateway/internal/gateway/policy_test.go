@@ -149,6 +149,7 @@ func TestMasqueraded(t *testing.T) {
 				t.Errorf("with allowlist: %v, want CONNACK 0x87", err)
 			}
 			e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "outcome": "refused", "decision": "masqueraded", "masqueraded": "true"})
+			e.logs.wait(t, 3*time.Second, map[string]string{"msg": "CLIENTS ARE MASQUERADED*", "node": node.String()})
 			continue
 		}
 		if err != nil {
