@@ -1,0 +1,236 @@
+package proxyproto
+
+import (
+	"io"
+	"net"
+	"slices"
+	"testing"
+	"time"
+)
+
+// benchServer serves l: each connection reads one byte, answers one byte and
+// waits for the client to close.
+func benchServer(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			b := make([]byte, 1)
+			if _, err := io.ReadFull(c, b); err != nil {
+				return
+			}
+			c.Write(b)
+			c.Read(b) // until the client's reset
+		}()
+	}
+}
+
+// benchRoundTrip opens one connection, sends payload (a header and one
+// byte, or just the byte), reads the answer and resets the connection
+// (linger 0, so that benchmarks leave no TIME_WAIT behind).
+func benchRoundTrip(b *testing.B, d *net.Dialer, addr string, payload []byte) {
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.(*net.TCPConn).SetLinger(0)
+	if _, err := c.Write(payload); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		b.Fatal(err)
+	}
+	c.Close()
+}
+
+type acceptCase struct {
+	name    string
+	wrap    bool // serve through a proxyproto Listener
+	payload []byte
+}
+
+func acceptCases(b *testing.B) []acceptCase {
+	h, err := header(2, "203.0.113.7:4444", "192.0.2.10:8883").Format()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return []acceptCase{
+		// Plain TCP through the same server code, no PROXY listener.
+		{"plain", false, []byte{'x'}},
+		// A trusted upstream sending a v2 header with the first byte.
+		{"v2", true, append(h, 'x')},
+		// A direct (untrusted) client without a header through the PROXY listener.
+		{"direct", true, []byte{'x'}},
+	}
+}
+
+func startBench(b *testing.B, tc acceptCase) (addr string, d *net.Dialer) {
+	inner, err := net.Listen("tcp", lbAddr+":0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var l net.Listener = inner
+	if tc.wrap {
+		if l, err = NewListener(inner, trustedLB()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Cleanup(func() { l.Close() })
+	go benchServer(l)
+	src := lbAddr
+	if tc.name == "direct" {
+		src = "127.0.0.66"
+	}
+	return l.Addr().String(), &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+}
+
+// BenchmarkAccept measures connections per second, one client at a time:
+// dial, send, receive one byte, close.
+func BenchmarkAccept(b *testing.B) {
+	for _, tc := range acceptCases(b) {
+		b.Run(tc.name, func(b *testing.B) {
+			addr, d := startBench(b, tc)
+			b.ReportAllocs()
+			for b.Loop() {
+				benchRoundTrip(b, d, addr, tc.payload)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "conns/s")
+		})
+	}
+}
+
+// BenchmarkAcceptParallel is BenchmarkAccept with GOMAXPROCS concurrent clients.
+func BenchmarkAcceptParallel(b *testing.B) {
+	for _, tc := range acceptCases(b) {
+		b.Run(tc.name, func(b *testing.B) {
+			addr, d := startBench(b, tc)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					benchRoundTrip(b, d, addr, tc.payload)
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "conns/s")
+		})
+	}
+}
+
+func parseCases() []struct {
+	name string
+	in   []byte
+} {
+	v1, _ := header(1, "203.0.113.7:4444", "192.0.2.10:8883").Format()
+	v2b, _ := header(2, "203.0.113.7:4444", "192.0.2.10:8883").Format()
+	h := header(2, "[2001:db8::7]:4444", "[2001:db8::10]:8883")
+	h.TLVs = mustTLVs(TLV{TLVAuthority, "mqtt.example.com"}, TLV{TLVUniqueID, "0123456789abcdef0123456789abcdef"},
+		SSL{Client: SSLClientTLS | SSLClientCertConn, Version: "TLSv1.3", CN: "device-0042", Cipher: "TLS_AES_128_GCM_SHA256"}.TLV())
+	h.AddChecksum = true
+	tl, _ := h.Format()
+	return []struct {
+		name string
+		in   []byte
+	}{{"v1", v1}, {"v2", v2b}, {"v2-tlvs-crc", tl}}
+}
+
+// BenchmarkParse measures framing, parsing and validating one header: the
+// per-connection cost of the header.
+func BenchmarkParse(b *testing.B) {
+	for _, tc := range parseCases() {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(tc.in)))
+			for b.Loop() {
+				if _, _, err := ParseHeader(tc.in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkParseParallel(b *testing.B) {
+	for _, tc := range parseCases() {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, _, err := ParseHeader(tc.in); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkHostile measures refusing garbage: a v2 header at the size limit
+// whose checksum fails, and an over-long v1 line.
+func BenchmarkHostile(b *testing.B) {
+	big := flipLast(withCRC(v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2), tlv(0x04, make([]byte, MaxV2Payload-12-3-7)))))
+	long := []byte("PROXY TCP4 " + string(make([]byte, 200)))
+	for _, tc := range []struct {
+		name string
+		in   []byte
+	}{{"v2-4KiB-bad-crc", big}, {"v1-too-long", long}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(tc.in)))
+			for b.Loop() {
+				if _, _, err := ParseHeader(tc.in); err == nil {
+					b.Fatal("accepted")
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkTLVAccessors(b *testing.B) {
+	tl := mustTLVs(TLV{TLVAuthority, "mqtt.example.com"}, TLV{TLVUniqueID, "id"}, TLV{TLVAWS, "\x01vpce-08d2bf15fac5001c9"})
+	b.Run("Authority", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			tl.Authority()
+		}
+	})
+	b.Run("AWSVPCEndpointID", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			tl.AWSVPCEndpointID()
+		}
+	})
+}
+
+// BenchmarkAcceptInterleaved alternates a plain TCP connection and a v2
+// PROXY connection on every iteration, each to its own server, and reports
+// the median connection rate of each and their ratio. On a shared machine
+// the neighbours' load then hits both sides alike, which separate
+// sub-benchmarks cannot promise.
+func BenchmarkAcceptInterleaved(b *testing.B) {
+	cases := acceptCases(b)
+	plain, v2c := cases[0], cases[1]
+	pAddr, pDial := startBench(b, plain)
+	vAddr, vDial := startBench(b, v2c)
+	var pd, vd []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		t0 := time.Now()
+		benchRoundTrip(b, pDial, pAddr, plain.payload)
+		t1 := time.Now()
+		benchRoundTrip(b, vDial, vAddr, v2c.payload)
+		pd = append(pd, t1.Sub(t0))
+		vd = append(vd, time.Since(t1))
+	}
+	pm, vm := median(pd), median(vd)
+	b.ReportMetric(float64(time.Second)/float64(pm), "plain-conns/s")
+	b.ReportMetric(float64(time.Second)/float64(vm), "v2-conns/s")
+	b.ReportMetric(float64(pm)/float64(vm), "v2/plain")
+}
+
+func median(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)/2]
+}

@@ -1,0 +1,87 @@
+// Package proxyproto accepts PROXY protocol v1 and v2 headers
+// (https://www.haproxy.org/download/3.4/doc/proxy-protocol.txt) only from
+// trusted load balancers, reads them with a deadline, validates them beyond
+// what the parser checks, and hands each connection's layers to
+// [github.com/sourceip/sourceip/clientip]. It also writes headers, for
+// clients, test tools and small load balancers.
+//
+// It is built on github.com/pires/go-proxyproto's parser and formatter but not
+// on its Listener, Conn or policies: nothing here depends on that package's
+// process-wide defaults (DefaultPolicy, DefaultReadHeaderTimeout,
+// V1AcceptIPv4InTCP6), and no other package of this module imports it.
+//
+// # Threat model
+//
+// A PROXY header is a claim: "the real client is this address". Anyone who can
+// open a TCP connection can make that claim, so a header is believed only when
+// the socket peer is a configured trusted upstream (Config.TrustedUpstreams) —
+// the load balancers that terminate client connections and are the only ones
+// able to reach the listener with a header. A header from any other peer is
+// never believed: by default the connection is closed ([UntrustedClose]) and
+// counted; [UntrustedIgnore] strips it and serves the peer as itself.
+//
+// A trusted upstream must send a header ([HeaderlessRefuse], the default). The
+// specification forbids guessing whether one is present (section 2): if a
+// trusted load balancer's connection may or may not carry a header, a client
+// whose connection happens to be relayed without one would be taken for the
+// load balancer itself, and a client that can make the load balancer forward
+// its bytes verbatim could smuggle a header of its own. [HeaderlessAllow]
+// exists for load balancers whose health checks connect without a header;
+// such connections are served with the load balancer as the peer, and clientip
+// reports them as coming from a trusted hop with no client (ErrAllTrusted)
+// rather than inventing one.
+//
+// Connections from peers outside the trusted set that send no header are
+// direct clients and are served with their socket addresses. In Kubernetes,
+// pods that dial a LoadBalancer Service's IP are short-circuited by kube-proxy
+// and never pass the load balancer, so they arrive without a header from a pod
+// address: leave the pod network out of TrustedUpstreams and they are served
+// as themselves; put it in and they are refused under HeaderlessRefuse (set
+// the Service's ipMode to Proxy to send them through the load balancer).
+//
+// # Bounded header reads
+//
+// Each connection's header is read before Accept returns the connection: on
+// the spot when it has already arrived (the usual case behind a load
+// balancer), otherwise in a goroutine of its own under
+// Config.ReadHeaderTimeout (default 5 s; the specification asks for at least
+// 3 s to cover a TCP retransmit). A client
+// that connects and sends nothing is closed at the deadline and never blocks
+// Accept for anyone else; a header that cannot be valid is refused as soon as
+// that is known; at most 107 bytes (v1) or 16+4096 bytes (v2) are read as
+// header. Config.MaxPending bounds the connections waiting at once. A refused
+// connection is closed, counted in [Listener.Stats] and reported to
+// Config.OnReject with the peer, the reason and how long it took; it never
+// reaches the application's accept loop. Because the header is read before the
+// connection is handed out, this listener suits protocols in which the client
+// speaks first (TLS, HTTP, MQTT) or that sit behind a load balancer sending
+// the header at once; a direct client of a server-first protocol that sends
+// nothing for ReadHeaderTimeout is closed.
+//
+// # Validation
+//
+// On top of go-proxyproto's parser (spec-exact v1 syntax, v2 signature,
+// version, command and family checks), a header is refused when its CRC32C
+// TLV does not match (section 2.2.5), its UNIQUE_ID TLV is longer than 128
+// bytes (2.2.6), its TLV vector is malformed, its family does not match its
+// addresses or this stream connection (TCP4 with IPv6 text or the reverse,
+// UDP, AF_UNIX), or its v2 length exceeds 4096 bytes. IPv4-mapped addresses
+// are unmapped. A LOCAL header (v2 command LOCAL, or v1 UNKNOWN) is accepted
+// with the socket's own addresses, as section 2.2 requires; its address block
+// and TLVs are discarded unread, so nothing a health check sends is ever
+// exposed as a fact.
+//
+// # Layers
+//
+// Every accepted connection is a [*Conn] whose [Facts] hold the socket peer
+// (the load balancer), the header's source and destination, and its TLVs;
+// [FactsFromConn] finds them under [crypto/tls.Conn] as well, and
+// [Facts.Transport] is exactly clientip's input. For HTTP, set
+// http.Server.ConnContext to [ConnContext] and resolve with
+// clientip.Resolver.ResolveRequest. Conn.RemoteAddr returns the PROXY source,
+// which is what code written for direct clients expects.
+//
+// Wrap TLS outside this listener — tls.NewListener(proxyLn, cfg) — since the
+// header travels in clear text before the TLS handshake; the bytes of a
+// ClientHello that arrive with the header are kept for the handshake.
+package proxyproto

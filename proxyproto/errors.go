@@ -1,0 +1,52 @@
+package proxyproto
+
+import "errors"
+
+// Errors reported for refused connections (in [Rejection].Err), by
+// [ParseHeader] and by the writer. They are wrapped with context; test for them
+// with [errors.Is]. The specific header errors (ErrChecksum, ErrUniqueIDTooLong,
+// ErrFamilyMismatch) also match ErrInvalidHeader.
+var (
+	// ErrInvalidConfig means a [Config] field is out of range.
+	ErrInvalidConfig = errors.New("proxyproto: invalid config")
+
+	// ErrNoHeader means a connection did not start with a PROXY protocol
+	// signature: from a trusted upstream under [HeaderlessRefuse], or input
+	// to [ParseHeader] that is not a header.
+	ErrNoHeader = errors.New("proxyproto: no PROXY protocol header")
+
+	// ErrUntrustedHeader means a peer outside Config.TrustedUpstreams sent a
+	// PROXY protocol header, under [UntrustedClose].
+	ErrUntrustedHeader = errors.New("proxyproto: PROXY protocol header from an untrusted peer")
+
+	// ErrTimeout means the header (or, for a silent client, its first bytes)
+	// did not arrive within Config.ReadHeaderTimeout.
+	ErrTimeout = errors.New("proxyproto: header read timed out")
+
+	// ErrIncomplete means the connection ended, or the input to
+	// [ParseHeader] ran out, before the header was complete.
+	ErrIncomplete = errors.New("proxyproto: incomplete PROXY protocol header")
+
+	// ErrInvalidHeader means the header breaks the PROXY protocol
+	// specification or one of the checks this package adds.
+	ErrInvalidHeader = errors.New("proxyproto: invalid PROXY protocol header")
+
+	// ErrChecksum means a v2 header's PP2_TYPE_CRC32C TLV does not match the
+	// header (spec section 2.2.5), is not 4 bytes long, or appears twice.
+	ErrChecksum = errors.New("proxyproto: CRC32C mismatch")
+
+	// ErrUniqueIDTooLong means a PP2_TYPE_UNIQUE_ID TLV is longer than the
+	// 128 bytes spec section 2.2.6 allows.
+	ErrUniqueIDTooLong = errors.New("proxyproto: UNIQUE_ID longer than 128 bytes")
+
+	// ErrFamilyMismatch means the header's address family or transport does
+	// not fit its addresses or this connection: TCP4 with IPv6 addresses (or
+	// the reverse), a datagram transport on a stream, or Unix-socket addresses,
+	// which carry no IP to hand on.
+	ErrFamilyMismatch = errors.New("proxyproto: address family does not match")
+
+	// ErrInvalidHeaderValue means a [Header] given to the writer cannot be
+	// encoded: wrong version or command, missing or mixed addresses, zones,
+	// TLVs on a v1 header, or TLVs too long.
+	ErrInvalidHeaderValue = errors.New("proxyproto: header cannot be encoded")
+)

@@ -1,0 +1,86 @@
+package proxyproto
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/sourceip/sourceip/clientip"
+)
+
+func TestFactsTransport(t *testing.T) {
+	peer, src := ap("10.0.0.5:41234"), ap("203.0.113.7:5555")
+	tests := []struct {
+		name string
+		f    Facts
+		want clientip.Transport
+	}{
+		{"PROXY command: both layers", Facts{Peer: peer, Version: 2, Command: CommandProxy, Source: src}, clientip.Transport{Peer: peer, Proxy: src}},
+		{"LOCAL command: socket only", Facts{Peer: peer, Version: 2, Command: CommandLocal}, clientip.Transport{Peer: peer}},
+		{"no header: socket only", Facts{Peer: peer}, clientip.Transport{Peer: peer}},
+		{"Unix socket with header", Facts{Version: 1, Command: CommandProxy, Source: src}, clientip.Transport{Proxy: src}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.f.Transport(); got != tt.want {
+				t.Errorf("Transport = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFactsString(t *testing.T) {
+	f := Facts{Peer: ap("10.0.0.5:41234"), Local: ap("10.0.0.9:8883"), Version: 2, Command: CommandProxy,
+		Source: ap("203.0.113.7:5555"), Destination: ap("192.0.2.10:8883"),
+		TLVs: mustTLVs(TLV{TLVAuthority, "mqtt.example.com"}, TLV{TLVCRC32C, "\x00\x00\x00\x00"})}
+	if got, want := f.String(), "peer 10.0.0.5:41234 v2 proxy 203.0.113.7:5555 -> 192.0.2.10:8883 tlvs authority,crc32c"; got != want {
+		t.Errorf("String = %q\nwant     %q", got, want)
+	}
+	if got, want := (Facts{Peer: ap("198.51.100.4:50000")}).String(), "peer 198.51.100.4:50000 no header"; got != want {
+		t.Errorf("String = %q, want %q", got, want)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}})).Info("conn", "pp", f)
+	want := `level=INFO msg=conn pp.peer=10.0.0.5:41234 pp.local=10.0.0.9:8883 pp.version=2 pp.command=proxy pp.source=203.0.113.7:5555 pp.destination=192.0.2.10:8883 pp.authority=mqtt.example.com`
+	if got := strings.TrimSpace(buf.String()); got != want {
+		t.Errorf("slog:\n got %s\nwant %s", got, want)
+	}
+}
+
+// Allocation promises made in doc comments.
+func TestNoAllocs(t *testing.T) {
+	f := Facts{Peer: ap("10.0.0.5:1"), Command: CommandProxy, Source: ap("203.0.113.7:2"),
+		TLVs: mustTLVs(TLV{TLVNoop, "xx"}, TLV{TLVAuthority, "example.com"}, TLV{TLVUniqueID, "id"})}
+	raw := withCRC(v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2), []byte(f.TLVs.raw)))
+	tests := []struct {
+		name string
+		fn   func()
+	}{
+		{"Facts.Transport", func() { f.Transport() }},
+		{"TLVs.Authority", func() { f.TLVs.Authority() }},
+		{"TLVs.Lookup", func() { f.TLVs.Lookup(TLVUniqueID) }},
+		{"TLVs.All", func() {
+			for range f.TLVs.All() {
+			}
+		}},
+		{"frame", func() { frame(raw) }},
+		{"checkTLVs", func() {
+			if checkTLVs(raw, 28) != nil {
+				panic("checkTLVs failed")
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if n := testing.AllocsPerRun(100, tt.fn); n != 0 {
+				t.Errorf("%v allocs, want 0", n)
+			}
+		})
+	}
+}

@@ -1,0 +1,200 @@
+package proxyproto
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/internal/e2e"
+)
+
+// haproxyAddr is the source address HAProxy uses towards the test server, so
+// the socket layer is distinguishable from every client.
+const haproxyAddr = "127.0.0.200"
+
+var haproxyConfig = template.Must(template.New("cfg").Parse(`
+global
+    maxconn 256
+
+defaults
+    mode tcp
+    timeout connect 2s
+    timeout client  10s
+    timeout server  10s
+    timeout check   1s
+
+frontend fe_v1
+    bind 127.0.0.1:{{.V1}}
+    default_backend be_v1
+
+frontend fe_v2
+    bind 127.0.0.1:{{.V2}}
+    unique-id-format %{+X}o\ %ci:%cp_%fi:%fp_%Ts_%rt
+    default_backend be_v2
+
+# An IPv6 socket bound to an IPv4-mapped address: HAProxy sees IPv4 clients
+# as ::ffff:a.b.c.d and sends a TCP6 header (family 0x21) with IPv4-mapped
+# source and destination (checked with a packet capture of HAProxy 2.6.12).
+frontend fe_mapped
+    bind ipv6@::ffff:127.0.0.1:{{.Mapped}}
+    default_backend be_v2
+
+backend be_v1
+    server app 127.0.0.1:{{.App}} send-proxy source ` + haproxyAddr + `
+
+backend be_v2
+    # Health checks carry a LOCAL header (HAProxy >= 2.2 with send-proxy-v2).
+    server app 127.0.0.1:{{.App}} send-proxy-v2 proxy-v2-options crc32c,unique-id check inter 200ms source ` + haproxyAddr + `
+`))
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startHAProxy runs haproxy in the foreground with a generated config and
+// returns the frontends' addresses; it is killed when the test ends.
+func startHAProxy(t *testing.T, app int) (v1, v2, mapped string) {
+	bin := e2e.Require(t, "haproxy")
+	ports := struct{ V1, V2, Mapped, App int }{freePort(t), freePort(t), freePort(t), app}
+	var cfg bytes.Buffer
+	if err := haproxyConfig.Execute(&cfg, ports); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(path, cfg.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "-db", "-f", path)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("haproxy output:\n%s", out.String())
+		}
+	})
+	v1 = fmt.Sprintf("127.0.0.1:%d", ports.V1)
+	v2 = fmt.Sprintf("127.0.0.1:%d", ports.V2)
+	mapped = fmt.Sprintf("127.0.0.1:%d", ports.Mapped)
+	// Ready when every frontend accepts a connection.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, a := range []string{v1, v2, mapped} {
+		for {
+			select {
+			case <-exited:
+				t.Fatalf("haproxy exited:\n%s", out.String())
+			default:
+			}
+			c, err := net.DialTimeout("tcp", a, time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("haproxy frontend %s not ready: %v\n%s", a, err, out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return v1, v2, mapped
+}
+
+// TestHAProxy sends real send-proxy and send-proxy-v2 traffic through HAProxy
+// 2.6 on loopback: the server must report each client's own address as the
+// PROXY source, HAProxy's as the socket peer, verify HAProxy's CRC32C, read
+// its UNIQUE_ID, and accept its LOCAL health checks.
+func TestHAProxy(t *testing.T) {
+	app, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewListener(app, Config{
+		TrustedUpstreams:  clientip.MustParsePrefixSet(haproxyAddr),
+		ReadHeaderTimeout: 3 * time.Second,
+		OnReject:          func(r Rejection) { t.Errorf("rejected: %+v", r) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	resolver := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet(haproxyAddr)})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				f, _ := FactsFromConn(c)
+				res, err := resolver.Resolve(f.Transport(), nil)
+				uid, hasUID := f.TLVs.UniqueID()
+				_, hasCRC := f.TLVs.CRC32C()
+				fmt.Fprintf(c, "v=%d cmd=%s peer=%s source=%s dest=%s client=%s from=%s err=%v uid=%t/%d crc=%t\n",
+					f.Version, f.Command, f.Peer.Addr(), f.Source, f.Destination, res.Client, res.Source, err, hasUID, len(uid), hasCRC)
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+
+	v1, v2, mapped := startHAProxy(t, app.Addr().(*net.TCPAddr).Port)
+	tests := []struct {
+		name     string
+		frontend string
+		client   string
+		want     []string
+	}{
+		{"send-proxy (v1)", v1, "127.0.0.11", []string{"v=1 cmd=proxy", "uid=false", "crc=false"}},
+		{"send-proxy-v2 with crc32c and unique-id", v2, "127.0.0.12", []string{"v=2 cmd=proxy", "uid=true/", "crc=true"}},
+		{"send-proxy-v2 TCP6 with IPv4-mapped addresses", mapped, "127.0.0.13", []string{"v=2 cmd=proxy", "crc=true"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dial(t, tt.client, tt.frontend)
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			line, err := bufio.NewReader(c).ReadString('\n')
+			if err != nil {
+				t.Fatalf("no answer through haproxy: %v", err)
+			}
+			me := c.LocalAddr().(*net.TCPAddr).AddrPort()
+			want := append([]string{
+				"peer=" + haproxyAddr + " ",
+				"source=" + me.String() + " ",
+				"dest=" + tt.frontend + " ",
+				"client=" + tt.client + " from=proxy-protocol err=<nil>",
+			}, tt.want...)
+			for _, w := range want {
+				if !strings.Contains(line, w) {
+					t.Errorf("server saw %q, missing %q", strings.TrimSpace(line), w)
+				}
+			}
+		})
+	}
+	waitFor(t, "a LOCAL health check from haproxy", func() bool { return l.Stats().Local > 0 })
+	if st := l.Stats(); st.TotalRejected() != 0 {
+		t.Errorf("Stats = %+v", st)
+	}
+}

@@ -1,0 +1,479 @@
+package proxyproto
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sourceip/sourceip/clientip"
+)
+
+// Defaults for the zero fields of [Config].
+const (
+	// DefaultReadHeaderTimeout bounds how long a connection may take to send
+	// its header. The spec asks for at least 3 seconds, to cover a TCP
+	// retransmit (section 2).
+	DefaultReadHeaderTimeout = 5 * time.Second
+
+	// DefaultMaxPending bounds the connections waiting for their header or
+	// for Accept at any time.
+	DefaultMaxPending = 4096
+)
+
+// Config configures a [Listener]. The zero Config is valid and trusts no
+// upstream: every connection is served with its socket addresses, and one
+// that starts with a PROXY header is closed.
+type Config struct {
+	// TrustedUpstreams are the load balancers and proxies allowed to send
+	// PROXY headers. A header is read and believed only from a socket peer in
+	// this set, and such a peer must send one unless Headerless says
+	// otherwise. The zero value trusts no upstream.
+	TrustedUpstreams clientip.PrefixSet
+
+	// TrustUnixSocket makes a peer without an IP address (a Unix-domain
+	// socket, as from a local HAProxy's "unix@" server) a trusted upstream.
+	// False by default.
+	TrustUnixSocket bool
+
+	// Headerless says what to do with a trusted upstream's connection that
+	// has no header. The zero value, HeaderlessRefuse, closes it.
+	Headerless HeaderlessPolicy
+
+	// Untrusted says what to do with a header from a peer outside
+	// TrustedUpstreams. The zero value, UntrustedClose, closes the connection.
+	// Such a header is never believed.
+	Untrusted UntrustedPolicy
+
+	// ReadHeaderTimeout bounds the time from accepting a connection until its
+	// header is complete, or until its first bytes show it has none. A
+	// connection that misses it is closed. Zero means
+	// DefaultReadHeaderTimeout; negative is an error.
+	ReadHeaderTimeout time.Duration
+
+	// MaxPending bounds the connections waiting for their header or for
+	// Accept; while it is reached, new connections wait in the kernel's
+	// backlog. Zero means DefaultMaxPending; negative is an error.
+	MaxPending int
+
+	// OnReject, when set, is called once for every connection the listener
+	// refuses, after closing it, on a goroutine of the listener's (never the
+	// one accepting from the inner listener). It may be called concurrently
+	// and should return promptly.
+	OnReject func(Rejection)
+}
+
+// Listener is a [net.Listener] that reads and validates each connection's
+// PROXY protocol header under a trust policy before Accept returns it.
+//
+// Headers are read eagerly, before Accept returns a connection, and Accept
+// only ever returns connections that passed, as [*Conn]. A connection whose
+// header (or, without one, its first bytes) has already arrived when it is
+// accepted, as with a load balancer that sends the header at once, is judged
+// on the spot; any other gets a goroutine that reads under
+// Config.ReadHeaderTimeout. A silent client therefore never blocks Accept, a
+// refused connection never reaches the caller's accept loop (it is closed,
+// counted in [Listener.Stats] and reported to Config.OnReject), and
+// RemoteAddr never blocks. From the first call to Accept on, it accepts from
+// the inner listener ahead of Accept, holding at most Config.MaxPending
+// connections that wait for their header or for Accept. go-proxyproto's own Listener,
+// its policies and its package-level defaults are not used; its parser is.
+//
+// A Listener is safe for concurrent use.
+type Listener struct {
+	inner      net.Listener
+	trusted    clientip.PrefixSet
+	trustUnix  bool
+	headerless HeaderlessPolicy
+	untrusted  UntrustedPolicy
+	timeout    time.Duration
+	onReject   func(Rejection)
+
+	start     sync.Once
+	slots     chan struct{} // one token per pending connection
+	ready     chan *Conn
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+	failed    chan struct{} // closed when the inner Accept fails for good
+	failErr   error
+
+	mu       sync.Mutex
+	inflight map[net.Conn]struct{} // connections whose header is being read
+
+	pending                                         atomic.Int64
+	inline                                          atomic.Uint64 // judged without waiting (tests)
+	accepted, proxied, local, ignored, acceptErrors atomic.Uint64
+	rejected                                        [numReasons]atomic.Uint64
+}
+
+// NewListener returns a Listener that accepts from inner under cfg, or an
+// error wrapping [ErrInvalidConfig]. inner is typically a TCP listener; the
+// Listener owns it and closes it on Close.
+func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
+	if inner == nil {
+		return nil, fmt.Errorf("%w: inner listener is nil", ErrInvalidConfig)
+	}
+	l := &Listener{
+		inner:      inner,
+		trusted:    cfg.TrustedUpstreams,
+		trustUnix:  cfg.TrustUnixSocket,
+		headerless: cfg.Headerless,
+		untrusted:  cfg.Untrusted,
+		timeout:    cfg.ReadHeaderTimeout,
+		onReject:   cfg.OnReject,
+		ready:      make(chan *Conn),
+		done:       make(chan struct{}),
+		failed:     make(chan struct{}),
+		inflight:   make(map[net.Conn]struct{}),
+	}
+	maxPending := cfg.MaxPending
+	switch {
+	case cfg.Headerless > HeaderlessAllow:
+		return nil, fmt.Errorf("%w: Headerless %s", ErrInvalidConfig, cfg.Headerless)
+	case cfg.Untrusted > UntrustedIgnore:
+		return nil, fmt.Errorf("%w: Untrusted %s", ErrInvalidConfig, cfg.Untrusted)
+	case cfg.ReadHeaderTimeout < 0:
+		return nil, fmt.Errorf("%w: ReadHeaderTimeout %v is negative", ErrInvalidConfig, cfg.ReadHeaderTimeout)
+	case maxPending < 0:
+		return nil, fmt.Errorf("%w: MaxPending %d is negative", ErrInvalidConfig, cfg.MaxPending)
+	}
+	if l.timeout == 0 {
+		l.timeout = DefaultReadHeaderTimeout
+	}
+	if maxPending == 0 {
+		maxPending = DefaultMaxPending
+	}
+	l.slots = make(chan struct{}, maxPending)
+	return l, nil
+}
+
+// Accept waits for and returns the next connection whose header passed,
+// always a [*Conn]. After Close it returns an error wrapping [net.ErrClosed];
+// if the inner listener fails for good, it returns that error.
+func (l *Listener) Accept() (net.Conn, error) {
+	l.start.Do(func() { go l.serve() })
+	select {
+	case c := <-l.ready:
+		return l.count(c), nil
+	default:
+	}
+	select {
+	case c := <-l.ready:
+		return l.count(c), nil
+	case <-l.done:
+		return nil, &net.OpError{Op: "accept", Net: l.inner.Addr().Network(), Addr: l.inner.Addr(), Err: net.ErrClosed}
+	case <-l.failed:
+		return nil, l.failErr
+	}
+}
+
+// count records c in the counters as Accept returns it.
+func (l *Listener) count(c *Conn) *Conn {
+	l.accepted.Add(1)
+	switch c.facts.Command {
+	case CommandProxy:
+		l.proxied.Add(1)
+	case CommandLocal:
+		l.local.Add(1)
+	}
+	if c.ignored {
+		l.ignored.Add(1)
+	}
+	return c
+}
+
+// Close stops accepting, closes the inner listener, and closes connections
+// still waiting for their header or for Accept. Connections already returned
+// by Accept are not affected.
+func (l *Listener) Close() error {
+	err := net.ErrClosed
+	l.closeOnce.Do(func() {
+		close(l.done)
+		err = l.inner.Close()
+		l.mu.Lock()
+		for c := range l.inflight {
+			c.SetReadDeadline(aLongTimeAgo)
+		}
+		l.mu.Unlock()
+	})
+	return err
+}
+
+// Addr returns the inner listener's address.
+func (l *Listener) Addr() net.Addr { return l.inner.Addr() }
+
+// Stats returns the listener's counters. It is safe to call at any time.
+func (l *Listener) Stats() Stats {
+	s := Stats{
+		Accepted:     l.accepted.Load(),
+		Proxied:      l.proxied.Load(),
+		Local:        l.local.Load(),
+		Ignored:      l.ignored.Load(),
+		Pending:      int(l.pending.Load()),
+		AcceptErrors: l.acceptErrors.Load(),
+	}
+	for i := range s.Rejected {
+		s.Rejected[i] = l.rejected[i].Load()
+	}
+	return s
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+func (l *Listener) closed() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// serve accepts from the inner listener, holding a slot for each connection
+// until it is handed to Accept or refused. A connection whose header (or
+// first bytes) already arrived is judged right here, without a deadline or a
+// goroutine of its own; the others get a goroutine that reads with the
+// deadline.
+func (l *Listener) serve() {
+	var delay time.Duration
+	for {
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.done:
+			return
+		}
+		nc, err := l.inner.Accept()
+		if err != nil {
+			<-l.slots
+			if l.closed() {
+				return
+			}
+			var te interface{ Temporary() bool }
+			if errors.As(err, &te) && te.Temporary() {
+				// As net/http does: back off and retry (EMFILE, ECONNABORTED).
+				l.acceptErrors.Add(1)
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				t := time.NewTimer(delay)
+				select {
+				case <-t.C:
+				case <-l.done:
+					t.Stop()
+					return
+				}
+				continue
+			}
+			l.failErr = err
+			close(l.failed)
+			return
+		}
+		delay = 0
+		l.pending.Add(1)
+		hs := &handshake{nc: nc, start: time.Now(), buf: bufPool.Get().(*[bufSize]byte)}
+		hs.peer = socketAddrPort(nc.RemoteAddr())
+		hs.trusted = l.trustUnix
+		if hs.peer.Addr().IsValid() {
+			hs.trusted = l.trusted.Contains(hs.peer.Addr())
+		}
+		if n, rerr, ok := tryRead(nc, hs.buf[:]); ok {
+			hs.have, hs.rerr = n, rerr
+			if r, done := l.judge(hs); done {
+				l.inline.Add(1)
+				l.finish(hs, r, true)
+				continue
+			}
+		}
+		go l.wait(hs)
+	}
+}
+
+// handshake is one connection whose header is being read.
+type handshake struct {
+	nc      net.Conn
+	start   time.Time
+	peer    netip.AddrPort
+	trusted bool
+	buf     *[bufSize]byte
+	have    int   // bytes in buf
+	rerr    error // the last read's error
+}
+
+func (l *Listener) track(nc net.Conn) {
+	l.mu.Lock()
+	l.inflight[nc] = struct{}{}
+	l.mu.Unlock()
+	if l.closed() {
+		nc.SetReadDeadline(aLongTimeAgo)
+	}
+}
+
+func (l *Listener) untrack(nc net.Conn) {
+	l.mu.Lock()
+	delete(l.inflight, nc)
+	l.mu.Unlock()
+}
+
+// bufSize holds the largest header and whatever arrives with it in one read.
+const bufSize = MaxHeaderLen + 512
+
+var bufPool = sync.Pool{New: func() any { return new([bufSize]byte) }}
+
+// wait reads the rest of hs's header under the deadline, then finishes it.
+func (l *Listener) wait(hs *handshake) {
+	var r outcome
+	// The deadline first: Close cancels tracked reads by moving it.
+	if err := hs.nc.SetReadDeadline(hs.start.Add(l.timeout)); err != nil {
+		r = outcome{reason: ReasonIncomplete, err: fmt.Errorf("%w: %w", ErrIncomplete, err)}
+	} else {
+		l.track(hs.nc)
+		r = l.readHeader(hs)
+		l.untrack(hs.nc)
+	}
+	if r.err == nil {
+		hs.nc.SetReadDeadline(time.Time{})
+	}
+	l.finish(hs, r, false)
+}
+
+// readHeader reads until judge decides.
+func (l *Listener) readHeader(hs *handshake) outcome {
+	for {
+		if r, done := l.judge(hs); done {
+			return r
+		}
+		var m int
+		m, hs.rerr = hs.nc.Read(hs.buf[hs.have:])
+		hs.have += m
+	}
+}
+
+// finish hands hs's connection to Accept or closes it, and releases its slot.
+// From the accept loop (inline), OnReject runs in a goroutine of its own so
+// that a slow callback cannot stall accepting.
+func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
+	bufPool.Put(hs.buf)
+	hs.buf = nil
+	defer func() {
+		l.pending.Add(-1)
+		<-l.slots
+	}()
+	nc := hs.nc
+	if r.err != nil {
+		nc.Close()
+		if l.closed() {
+			return
+		}
+		l.rejected[r.reason].Add(1)
+		if l.onReject != nil {
+			rej := Rejection{
+				Peer:     hs.peer,
+				Local:    socketAddrPort(nc.LocalAddr()),
+				Trusted:  hs.trusted,
+				Version:  r.version,
+				Reason:   r.reason,
+				Err:      r.err,
+				Duration: time.Since(hs.start),
+			}
+			if inline {
+				go l.onReject(rej)
+			} else {
+				l.onReject(rej)
+			}
+		}
+		return
+	}
+	r.facts.Peer = hs.peer
+	r.facts.Local = socketAddrPort(nc.LocalAddr())
+	c := newConn(nc, r.facts, r.rest)
+	c.ignored = r.ignored
+	select {
+	case l.ready <- c:
+	case <-l.done:
+		nc.Close()
+	}
+}
+
+// outcome is what judge learnt: facts and the bytes after the header, or
+// why the connection is refused.
+type outcome struct {
+	facts   Facts
+	rest    []byte
+	ignored bool
+	version uint8
+	reason  Reason
+	err     error
+}
+
+func versionOf(k frameKind) uint8 {
+	switch k {
+	case frameV1:
+		return 1
+	case frameV2:
+		return 2
+	}
+	return 0
+}
+
+// judge decides what to do with the bytes read so far and the last read's
+// error, or reports that more bytes are needed. The trust policy applies as
+// soon as it can: an untrusted header is refused at its signature, before the
+// rest is read.
+func (l *Listener) judge(hs *handshake) (outcome, bool) {
+	buf, have, rerr := hs.buf[:], hs.have, hs.rerr
+	k, n, ferr := frame(buf[:have])
+	if k == frameMore && rerr != nil && isEOF(rerr) {
+		// The peer finished before a signature could match: no header.
+		k = frameNone
+	}
+	ver := versionOf(k)
+	switch {
+	case k == frameNone:
+		if hs.trusted && l.headerless == HeaderlessRefuse {
+			err := ErrNoHeader
+			if have == 0 && rerr != nil {
+				err = fmt.Errorf("%w: peer sent nothing before closing", ErrNoHeader)
+			}
+			return outcome{reason: ReasonNoHeader, err: err}, true
+		}
+		return outcome{rest: clone(buf[:have])}, true
+	case k != frameMore && !hs.trusted && l.untrusted == UntrustedClose:
+		return outcome{version: ver, reason: ReasonUntrusted, err: ErrUntrustedHeader}, true
+	case ferr != nil:
+		return outcome{version: ver, reason: ReasonInvalid, err: fmt.Errorf("%w: %w", ErrInvalidHeader, ferr)}, true
+	case n > 0 && !hs.trusted:
+		return outcome{rest: clone(buf[n:have]), ignored: true}, true
+	case n > 0:
+		h, err := parseFrame(buf[:n])
+		if err != nil {
+			return outcome{version: ver, reason: ReasonInvalid, err: err}, true
+		}
+		return outcome{
+			facts: Facts{Version: h.Version, Command: h.Command, Source: h.Source, Destination: h.Destination, TLVs: h.TLVs},
+			rest:  clone(buf[n:have]),
+		}, true
+	}
+	if rerr != nil {
+		var ne net.Error
+		if errors.As(rerr, &ne) && ne.Timeout() {
+			return outcome{version: ver, reason: ReasonTimeout, err: fmt.Errorf("%w after %d bytes", ErrTimeout, have)}, true
+		}
+		return outcome{version: ver, reason: ReasonIncomplete, err: fmt.Errorf("%w after %d bytes: %w", ErrIncomplete, have, rerr)}, true
+	}
+	if have == len(buf) {
+		return outcome{version: ver, reason: ReasonInvalid, err: fmt.Errorf("%w: header too long", ErrInvalidHeader)}, true
+	}
+	return outcome{}, false
+}
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }
+
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return bytes.Clone(b)
+}

@@ -1,0 +1,110 @@
+package proxyproto
+
+import (
+	"log/slog"
+	"net/netip"
+	"time"
+)
+
+// Reason classifies why a [Listener] refused a connection, for metrics labels
+// and log fields. Each Reason matches one sentinel error.
+type Reason uint8
+
+const (
+	// ReasonNoHeader: a trusted upstream sent no header under
+	// [HeaderlessRefuse] ([ErrNoHeader]).
+	ReasonNoHeader Reason = iota
+	// ReasonUntrusted: a peer outside TrustedUpstreams sent a header under
+	// [UntrustedClose] ([ErrUntrustedHeader]).
+	ReasonUntrusted
+	// ReasonTimeout: the header, or the first bytes of a silent client, did
+	// not arrive within ReadHeaderTimeout ([ErrTimeout]).
+	ReasonTimeout
+	// ReasonIncomplete: the connection ended inside the header ([ErrIncomplete]).
+	ReasonIncomplete
+	// ReasonInvalid: the header broke a rule ([ErrInvalidHeader]).
+	ReasonInvalid
+
+	numReasons
+)
+
+var reasonNames = []string{"no_header", "untrusted_header", "timeout", "incomplete", "invalid"}
+
+// String returns "no_header", "untrusted_header", "timeout", "incomplete" or
+// "invalid".
+func (r Reason) String() string { return enumString(r, reasonNames, "Reason") }
+
+// MarshalText implements [encoding.TextMarshaler] with the names String returns.
+func (r Reason) MarshalText() ([]byte, error) { return enumMarshal(r, reasonNames, "Reason") }
+
+// UnmarshalText implements [encoding.TextUnmarshaler] for the names String returns.
+func (r *Reason) UnmarshalText(text []byte) error {
+	return enumUnmarshal(r, text, reasonNames, "Reason")
+}
+
+// Rejection describes one connection a [Listener] closed instead of handing
+// it to Accept, with what was known about it. It is passed to Config.OnReject.
+type Rejection struct {
+	// Peer and Local are the socket's addresses (Peer is the zero value for a
+	// Unix-domain socket).
+	Peer, Local netip.AddrPort
+
+	// Trusted reports whether Peer is a trusted upstream.
+	Trusted bool
+
+	// Version is the header version whose signature was seen, or 0.
+	Version uint8
+
+	// Reason classifies Err.
+	Reason Reason
+
+	// Err wraps the sentinel matching Reason with details, such as which rule
+	// the header broke.
+	Err error
+
+	// Duration is the time from accepting the connection to refusing it.
+	Duration time.Duration
+}
+
+// LogValue implements [slog.LogValuer].
+func (r Rejection) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("peer", addrPortString(r.Peer)),
+		slog.String("local", addrPortString(r.Local)),
+		slog.Bool("trusted", r.Trusted),
+		slog.Int("version", int(r.Version)),
+		slog.String("reason", r.Reason.String()),
+		slog.String("error", r.Err.Error()),
+		slog.Duration("duration", r.Duration),
+	)
+}
+
+// Stats are a [Listener]'s counters since it was created.
+type Stats struct {
+	// Accepted counts connections handed to Accept.
+	Accepted uint64
+	// Proxied counts accepted connections whose header was a PROXY command.
+	Proxied uint64
+	// Local counts accepted connections whose header was a LOCAL command.
+	Local uint64
+	// Ignored counts headers from untrusted peers discarded under
+	// [UntrustedIgnore]; those connections are in Accepted too.
+	Ignored uint64
+	// Rejected counts refused connections by [Reason].
+	Rejected [numReasons]uint64
+	// Pending is the number of connections now waiting for their header or
+	// for Accept.
+	Pending int
+	// AcceptErrors counts temporary errors from the inner listener's Accept
+	// (such as running out of file descriptors), after which it retried.
+	AcceptErrors uint64
+}
+
+// TotalRejected returns the sum of Rejected.
+func (s Stats) TotalRejected() uint64 {
+	var n uint64
+	for _, v := range s.Rejected {
+		n += v
+	}
+	return n
+}

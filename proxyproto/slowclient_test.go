@@ -1,0 +1,185 @@
+//go:build unix
+
+package proxyproto
+
+import (
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// raiseFDLimit makes room for n more descriptors, or skips.
+func raiseFDLimit(t *testing.T, n uint64) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		t.Skipf("getrlimit: %v", err)
+	}
+	if rl.Cur >= n {
+		return
+	}
+	if rl.Max < n {
+		t.Skipf("file descriptor limit %d is below the %d this test needs", rl.Max, n)
+	}
+	old := rl.Cur
+	rl.Cur = n
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		t.Skipf("setrlimit: %v", err)
+	}
+	t.Cleanup(func() {
+		rl.Cur = old
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
+	})
+}
+
+func heapInuse() uint64 {
+	runtime.GC()
+	runtime.GC() // a second cycle empties sync.Pools
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// TestSlowClients: 1,000 connections from the trusted upstream that send
+// nothing must not delay 100 well-behaved ones, must all be closed at the
+// deadline, and must leave goroutines and heap where they were.
+func TestSlowClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow-client test skipped in -short mode")
+	}
+	const (
+		silentN = 1000
+		goodN   = 100
+		timeout = time.Second
+	)
+	raiseFDLimit(t, 2*(silentN+goodN)+256)
+
+	inner, err := net.Listen("tcp", lbAddr+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := trustedLB()
+	cfg.ReadHeaderTimeout = timeout
+	l, err := NewListener(inner, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4)
+				if _, err := io.ReadFull(c, buf); err == nil {
+					c.Write([]byte("pong"))
+				}
+			}()
+		}
+	}()
+	addr := l.Addr().String()
+	good := func() error {
+		c, err := DialContext(t.Context(), &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(lbAddr)}}, "tcp", addr,
+			header(2, "203.0.113.7:1", "192.0.2.10:2"))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte("ping")); err != nil {
+			return err
+		}
+		_, err = io.ReadFull(c, make([]byte, 4))
+		return err
+	}
+	// Warm up: the accept loop is running and one connection went through.
+	if err := good(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "warm-up connection to finish", func() bool { return l.Stats().Pending == 0 })
+	baseG := runtime.NumGoroutine()
+	baseHeap := heapInuse()
+
+	start := time.Now()
+	silent := make([]net.Conn, 0, silentN)
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
+	for range silentN {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("silent dial %d: %v", len(silent), err)
+		}
+		silent = append(silent, c)
+	}
+	waitFor(t, "silent connections to be pending", func() bool { return l.Stats().Pending >= silentN })
+	peakHeap := heapInuse()
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var worst time.Duration
+	errs := make(chan error, goodN)
+	for range goodN {
+		wg.Go(func() {
+			t0 := time.Now()
+			if err := good(); err != nil {
+				errs <- err
+			}
+			mu.Lock()
+			worst = max(worst, time.Since(t0))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("well-behaved client: %v", err)
+	}
+	st := l.Stats()
+	t.Logf("%d silent connected and pending in %v; %d served, slowest %v, while %d still pending",
+		silentN, time.Since(start).Round(time.Millisecond), goodN, worst.Round(time.Millisecond), st.Pending)
+	if st.Rejected[ReasonTimeout] != 0 {
+		t.Errorf("silent connections timed out (%d) before the well-behaved ones were served", st.Rejected[ReasonTimeout])
+	}
+	if worst > timeout/2 {
+		t.Errorf("slowest well-behaved client took %v, not prompt next to a %v header timeout", worst, timeout)
+	}
+
+	// Every silent connection is closed at the deadline.
+	waitFor(t, "silent connections to time out", func() bool { return l.Stats().Rejected[ReasonTimeout] == silentN })
+	if d := time.Since(start); d < timeout {
+		t.Errorf("silent connections closed after %v, before the %v deadline", d, timeout)
+	}
+	for i, c := range silent {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+			t.Fatalf("silent connection %d still open: %d, %v", i, n, err)
+		}
+		c.Close()
+	}
+	silent = nil
+
+	waitFor(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= baseG+2 })
+	var after uint64
+	waitFor(t, "heap back to baseline", func() bool {
+		after = heapInuse()
+		// Goroutine descriptors are never freed by the runtime, so a spike of
+		// 2,000 goroutines leaves a few hundred KiB behind; anything near the
+		// peak would be a leak.
+		return after <= baseHeap+4<<20
+	})
+	st = l.Stats()
+	t.Logf("after the deadline: goroutines %d (baseline %d), heap in use %d KiB (baseline %d KiB, %d KiB with %d pending), stats %+v",
+		runtime.NumGoroutine(), baseG, after>>10, baseHeap>>10, peakHeap>>10, silentN, st)
+	if st.Accepted != goodN+1 || st.Pending != 0 {
+		t.Errorf("Stats = %+v", st)
+	}
+}

@@ -1,0 +1,150 @@
+package proxyproto
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	pp "github.com/pires/go-proxyproto"
+)
+
+// Checks this package applies on top of go-proxyproto's parser. Each cites the
+// section of the PROXY protocol specification (haproxy doc/proxy-protocol.txt)
+// it enforces; validate_test.go has a named test for each.
+
+// maxUniqueID is the longest PP2_TYPE_UNIQUE_ID value (spec 2.2.6).
+const maxUniqueID = 128
+
+var (
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+	zeroCRC    [4]byte // stands for the checksum field while it is computed
+)
+
+// validate turns a header go-proxyproto parsed from raw into a Header, or
+// rejects it.
+func validate(ph *pp.Header, raw []byte) (Header, error) {
+	h := Header{Version: ph.Version}
+	switch ph.Command {
+	case pp.LOCAL:
+		// Spec 2.2: for LOCAL "the receiver must accept this connection as
+		// valid and must use the real connection endpoints and discard the
+		// protocol block including the family". Its TLVs (AWS NLB health
+		// checks send a CRC32C and padding without an address block) are
+		// dropped unread, checksum included.
+		h.Command = CommandLocal
+		return h, nil
+	case pp.PROXY:
+		h.Command = CommandProxy
+	default:
+		return Header{}, fmt.Errorf("%w: command %#x", ErrInvalidHeader, byte(ph.Command))
+	}
+
+	tp := ph.TransportProtocol
+	switch {
+	case tp.IsUnix():
+		return Header{}, fmt.Errorf("%w: %w: AF_UNIX addresses carry no IP address", ErrInvalidHeader, ErrFamilyMismatch)
+	case !tp.IsStream():
+		return Header{}, fmt.Errorf("%w: %w: datagram transport in a header on a stream connection", ErrInvalidHeader, ErrFamilyMismatch)
+	case !tp.IsIPv4() && !tp.IsIPv6():
+		return Header{}, fmt.Errorf("%w: %w: family %#x", ErrInvalidHeader, ErrFamilyMismatch, byte(tp))
+	}
+	src, ok1 := addrPort(ph.SourceAddr)
+	dst, ok2 := addrPort(ph.DestinationAddr)
+	if !ok1 || !ok2 {
+		return Header{}, fmt.Errorf("%w: %w: addresses are not TCP addresses", ErrInvalidHeader, ErrFamilyMismatch)
+	}
+	if tp.IsIPv4() && (!src.Addr().Is4() || !dst.Addr().Is4()) {
+		return Header{}, fmt.Errorf("%w: %w: IPv6 address in an IPv4 header", ErrInvalidHeader, ErrFamilyMismatch)
+	}
+	if h.Version == 1 {
+		if err := v1Family(raw, tp.IsIPv6()); err != nil {
+			return Header{}, err
+		}
+	}
+	h.Source, h.Destination = src, dst
+
+	if h.Version == 2 {
+		off := v2FixedLen + 12
+		if tp.IsIPv6() {
+			off = v2FixedLen + 36
+		}
+		if err := checkTLVs(raw, off); err != nil {
+			return Header{}, err
+		}
+		if off < len(raw) {
+			h.TLVs = TLVs{raw: string(raw[off:])}
+		}
+	}
+	return h, nil
+}
+
+// v1Family enforces spec 2.1, "the advertised protocol family dictates what
+// format to use": TCP4 addresses are dotted quads and TCP6 addresses are IPv6
+// text (an IPv4-mapped ::ffff:a.b.c.d is IPv6 text). go-proxyproto checks this
+// too unless its process-wide V1AcceptIPv4InTCP6 is set; this check does not
+// depend on that variable.
+func v1Family(raw []byte, six bool) error {
+	// "PROXY TCPx src dst sport dport\r\n": fields 2 and 3 are the addresses.
+	rest := raw
+	for i := 0; i < 4; i++ {
+		var f []byte
+		f, rest, _ = bytes.Cut(rest, []byte{' '})
+		if i >= 2 && (bytes.IndexByte(f, ':') >= 0) != six {
+			return fmt.Errorf("%w: %w: v1 address %q does not match the family", ErrInvalidHeader, ErrFamilyMismatch, f)
+		}
+	}
+	return nil
+}
+
+// checkTLVs walks the TLV vector of a v2 PROXY header that starts at raw[off:]
+// and enforces: well-formed framing (spec 2.2.1: a TLV that runs past the
+// header is malformed), UNIQUE_ID at most 128 bytes (spec 2.2.6), and, when a
+// PP2_TYPE_CRC32C TLV is present, that it is 4 bytes, appears once, and equals
+// the CRC32c (Castagnoli) of the whole header with the checksum field zeroed
+// (spec 2.2.5: "If it is not [equal], the receiver MUST treat the TCP
+// connection containing the header as invalid"). It does not allocate unless it
+// fails.
+func checkTLVs(raw []byte, off int) error {
+	crcAt := -1
+	for i := off; i < len(raw); {
+		if len(raw)-i < 3 {
+			return fmt.Errorf("%w: truncated TLV at byte %d", ErrInvalidHeader, i)
+		}
+		typ := TLVType(raw[i])
+		l := int(binary.BigEndian.Uint16(raw[i+1 : i+3]))
+		v := i + 3
+		if v+l > len(raw) {
+			return fmt.Errorf("%w: TLV %s at byte %d runs past the header", ErrInvalidHeader, typ, i)
+		}
+		switch typ {
+		case TLVCRC32C:
+			if crcAt >= 0 {
+				return fmt.Errorf("%w: %w: two CRC32C TLVs", ErrInvalidHeader, ErrChecksum)
+			}
+			if l != 4 {
+				return fmt.Errorf("%w: %w: CRC32C TLV is %d bytes, not 4", ErrInvalidHeader, ErrChecksum, l)
+			}
+			crcAt = v
+		case TLVUniqueID:
+			if l > maxUniqueID {
+				return fmt.Errorf("%w: %w: %d bytes", ErrInvalidHeader, ErrUniqueIDTooLong, l)
+			}
+		}
+		i = v + l
+	}
+	if crcAt >= 0 {
+		want := binary.BigEndian.Uint32(raw[crcAt:])
+		if got := headerCRC(raw, crcAt); got != want {
+			return fmt.Errorf("%w: %w: header says %08x, computed %08x", ErrInvalidHeader, ErrChecksum, want, got)
+		}
+	}
+	return nil
+}
+
+// headerCRC returns the CRC32c of raw with the 4 bytes at at taken as zero.
+func headerCRC(raw []byte, at int) uint32 {
+	c := crc32.Update(0, castagnoli, raw[:at])
+	c = crc32.Update(c, castagnoli, zeroCRC[:])
+	return crc32.Update(c, castagnoli, raw[at+4:])
+}

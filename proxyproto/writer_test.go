@@ -1,0 +1,98 @@
+package proxyproto
+
+import (
+	"bytes"
+	"errors"
+	"net/netip"
+	"testing"
+)
+
+func TestFormatRoundTrip(t *testing.T) {
+	tl := mustTLVs(TLV{TLVAuthority, "example.com"}, TLV{TLVUniqueID, "id-1"}, TLV{TLVNoop, "\x00\x00\x00"})
+	tests := []struct {
+		name string
+		in   Header
+		want Header // after parsing; zero: same as in
+		wire string // expected bytes, when given
+	}{
+		{name: "v1 TCP4", in: Header{Version: 1, Command: CommandProxy, Source: ap("192.0.2.1:1234"), Destination: ap("198.51.100.1:443")},
+			wire: "PROXY TCP4 192.0.2.1 198.51.100.1 1234 443\r\n"},
+		{name: "v1 TCP6", in: Header{Version: 1, Command: CommandProxy, Source: ap("[2001:db8::1]:1"), Destination: ap("[2001:db8::2]:2")},
+			wire: "PROXY TCP6 2001:db8::1 2001:db8::2 1 2\r\n"},
+		{name: "v1 mixed families become TCP6 with IPv4-mapped", in: Header{Version: 1, Command: CommandProxy, Source: ap("192.0.2.1:1"), Destination: ap("[2001:db8::2]:2")},
+			wire: "PROXY TCP6 ::ffff:192.0.2.1 2001:db8::2 1 2\r\n"},
+		{name: "v1 LOCAL is UNKNOWN", in: Header{Version: 1, Command: CommandLocal}, wire: "PROXY UNKNOWN\r\n"},
+		{name: "v2 TCP4", in: Header{Version: 2, Command: CommandProxy, Source: ap("192.0.2.1:56324"), Destination: ap("198.51.100.1:443")},
+			wire: string(v2(0x21, 0x11, addrs4("192.0.2.1", "198.51.100.1", 56324, 443)))},
+		{name: "v2 IPv4-mapped input is written as TCP4", in: Header{Version: 2, Command: CommandProxy, Source: ap("[::ffff:192.0.2.1]:1"), Destination: ap("198.51.100.1:2")},
+			want: Header{Version: 2, Command: CommandProxy, Source: ap("192.0.2.1:1"), Destination: ap("198.51.100.1:2")}},
+		{name: "v2 TCP6 with TLVs", in: Header{Version: 2, Command: CommandProxy, Source: ap("[2001:db8::1]:1"), Destination: ap("[2001:db8::2]:2"), TLVs: tl},
+			wire: string(v2(0x21, 0x21, addrs6("2001:db8::1", "2001:db8::2", 1, 2), []byte(tl.raw)))},
+		{name: "v2 LOCAL", in: Header{Version: 2, Command: CommandLocal}, wire: string(v2(0x20, 0x00, nil))},
+		{name: "v2 with checksum", in: Header{Version: 2, Command: CommandProxy, Source: ap("192.0.2.1:1"), Destination: ap("198.51.100.1:2"), TLVs: tl, AddChecksum: true},
+			wire: string(withCRC(v2(0x21, 0x11, addrs4("192.0.2.1", "198.51.100.1", 1, 2), []byte(tl.raw))))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteHeader(&buf, tt.in); err != nil {
+				t.Fatal(err)
+			}
+			if tt.wire != "" && buf.String() != tt.wire {
+				t.Errorf("wire:\n got %q\nwant %q", buf.String(), tt.wire)
+			}
+			got, n, err := ParseHeader(buf.Bytes())
+			if err != nil {
+				t.Fatalf("ParseHeader: %v", err)
+			}
+			if n != buf.Len() {
+				t.Errorf("n = %d, want %d", n, buf.Len())
+			}
+			want := tt.want
+			if want == (Header{}) {
+				want = tt.in
+			}
+			if want.AddChecksum {
+				// The parsed checksum is one more TLV.
+				sum, _ := got.TLVs.CRC32C()
+				want.AddChecksum = false
+				want.TLVs = mustTLVs(append(collect(want.TLVs), TLV{TLVCRC32C, string([]byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)})})...)
+			}
+			if got != want {
+				t.Errorf("parsed %+v\n  want %+v", got, want)
+			}
+		})
+	}
+}
+
+func collect(t TLVs) []TLV {
+	var out []TLV
+	for f := range t.All() {
+		out = append(out, f)
+	}
+	return out
+}
+
+func TestFormatErrors(t *testing.T) {
+	s, d := ap("192.0.2.1:1"), ap("198.51.100.1:2")
+	tests := []struct {
+		name string
+		h    Header
+	}{
+		{"version 0", Header{Command: CommandProxy, Source: s, Destination: d}},
+		{"version 3", Header{Version: 3, Command: CommandProxy, Source: s, Destination: d}},
+		{"no command", Header{Version: 2, Source: s, Destination: d}},
+		{"no source", Header{Version: 2, Command: CommandProxy, Destination: d}},
+		{"zone", Header{Version: 2, Command: CommandProxy, Source: netip.AddrPortFrom(netip.MustParseAddr("fe80::1%eth0"), 1), Destination: ap("[2001:db8::2]:2")}},
+		{"TLVs on v1", Header{Version: 1, Command: CommandProxy, Source: s, Destination: d, TLVs: mustTLVs(TLV{TLVNoop, ""})}},
+		{"checksum on v1", Header{Version: 1, Command: CommandProxy, Source: s, Destination: d, AddChecksum: true}},
+		{"longer than 65535", Header{Version: 2, Command: CommandProxy, Source: s, Destination: d, TLVs: mustTLVs(TLV{TLVNoop, string(make([]byte, 65530))})}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := WriteHeader(new(bytes.Buffer), tt.h); !errors.Is(err, ErrInvalidHeaderValue) {
+				t.Fatalf("err = %v, want ErrInvalidHeaderValue", err)
+			}
+		})
+	}
+}
