@@ -25,7 +25,7 @@ func prerequisites() error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("policylab needs %s", strings.Join(missing, ", "))
+		return fmt.Errorf("the lab needs %s", strings.Join(missing, ", "))
 	}
 	return nil
 }
