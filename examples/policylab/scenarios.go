@@ -216,7 +216,7 @@ func (l *Lab) externalRows(p trafficpolicy.ExternalTrafficPolicy) []rowSpec {
 	var rows []rowSpec
 	for _, f := range l.families() {
 		rows = append(rows, rowSpec{Scenario: pass, Title: fmt.Sprintf("clients (%s) → passthrough VIP", f), LB: "L4 passthrough",
-			Case: lbCase(p, trafficpolicy.LBPassthrough), From: cl, Target: svcAddr(vipPassthrough, f), After: l.afterLB(p, "passthrough")})
+			Case: lbCase(p, trafficpolicy.LBPassthrough), From: cl, Target: svcAddr(vipPassthrough, f), After: l.afterLB("passthrough")})
 	}
 	nodePortCase := func(local bool) trafficpolicy.Case {
 		return trafficpolicy.Case{Type: trafficpolicy.TypeLoadBalancer, External: p, Path: trafficpolicy.PathNodePort, LocalEndpoint: local}
@@ -229,9 +229,12 @@ func (l *Lab) externalRows(p trafficpolicy.ExternalTrafficPolicy) []rowSpec {
 			rowSpec{Scenario: pass, Title: "client → n1 node port", LB: "none",
 				Case: nodePortCase(true), From: cl[:1], Target: netip.AddrPortFrom(nodeAddr(1).v4, nodePort),
 				After: func(_ context.Context, r *rowResult) {
+					if r.Exp.Endpoints != trafficpolicy.EndpointsLocal {
+						r.problemf("the model expects endpoints %s", r.Exp.Endpoints)
+					}
 					for _, a := range r.Attempts {
 						if a.Obs != nil && a.Obs.Node != "n1" {
-							r.problemf("served by %s on %s: Local must keep node-port traffic on n1", a.Obs.Pod, a.Obs.Node)
+							r.problemf("served by %s on %s: the model says node-local endpoints only", a.Obs.Pod, a.Obs.Node)
 							return
 						}
 					}
@@ -240,29 +243,39 @@ func (l *Lab) externalRows(p trafficpolicy.ExternalTrafficPolicy) []rowSpec {
 				Case: nodePortCase(false), From: cl[:1], Target: netip.AddrPortFrom(nodeAddr(3).v4, nodePort)})
 	}
 	rows = append(rows, rowSpec{Scenario: 3, Title: "clients (IPv4) → HAProxy VIP", LB: "HAProxy, no PROXY",
-		Case: lbCase(p, trafficpolicy.LBFullProxy), From: cl, Target: svcAddr(vipHAProxy, 4), After: l.afterLB(p, "haproxy")})
+		Case: lbCase(p, trafficpolicy.LBFullProxy), From: cl, Target: svcAddr(vipHAProxy, 4), After: l.afterLB("haproxy")})
 	for _, f := range l.families() {
 		rows = append(rows, rowSpec{Scenario: 4, Title: fmt.Sprintf("clients (%s) → HAProxy PROXY VIP", f), LB: "HAProxy, send-proxy-v2",
-			Case: lbCase(p, trafficpolicy.LBProxyProtocol), From: cl, Target: svcAddr(vipHAProxyPP, f), After: l.afterLB(p, "haproxy")})
+			Case: lbCase(p, trafficpolicy.LBProxyProtocol), From: cl, Target: svcAddr(vipHAProxyPP, f), After: l.afterLB("haproxy")})
 	}
 	return rows
 }
 
-// afterLB checks which nodes a load balancer used: under Cluster every node
-// (kube-proxy's healthz is healthy everywhere) and the masqueraded address
-// names the node; under Local only nodes with endpoints.
-func (l *Lab) afterLB(p trafficpolicy.ExternalTrafficPolicy, lb string) func(context.Context, *rowResult) {
+// afterLB checks a load-balancer row against the model's Endpoints and
+// Health: with any endpoint, connections entering via the node without one
+// are forwarded (the masqueraded address names the node); the load balancer
+// keeps in rotation every node (node health) or only those with ready
+// endpoints (healthCheckNodePort).
+func (l *Lab) afterLB(lb string) func(context.Context, *rowResult) {
 	return func(ctx context.Context, r *rowResult) {
-		if p == trafficpolicy.ExternalCluster && r.Exp.Peer == trafficpolicy.PeerNode {
+		if r.Exp.Endpoints == trafficpolicy.EndpointsCluster && r.Exp.Peer == trafficpolicy.PeerNode {
 			via := l.enteredVia(r.Attempts)
 			r.detailf("entered via %s (the node the backend saw)", countsString(via))
 			if via.n["n3"] == 0 {
-				r.problemf("no connection entered via n3: under Cluster a node without endpoints forwards too")
+				r.problemf("no connection entered via n3: the model says any endpoint, so a node without one forwards too")
 			}
 		}
-		want := l.nodeNames()
-		if p == trafficpolicy.ExternalLocal {
+		// The model says what keeps traffic from nodes that cannot serve it:
+		// the healthCheckNodePort (only nodes with ready endpoints), or node
+		// health (every node).
+		var want []string
+		switch r.Exp.Health {
+		case trafficpolicy.HealthCheckNodePort:
 			want = l.nodesWithEndpoints()
+		case trafficpolicy.HealthNodeProxy:
+			want = l.nodeNames()
+		default:
+			r.problemf("the model expects health checking %s on a load-balancer path", r.Exp.Health)
 		}
 		if lb == "haproxy" && l.haproxy != nil {
 			states, err := l.haproxy.serverStates(ctx)
