@@ -111,7 +111,11 @@ func (l *Lab) runRow(ctx context.Context, spec rowSpec) (*rowResult, error) {
 		}
 	}
 	if len(failed.keys) > 0 {
-		r.detailf("failed: %s (connect timeout %s)", countsString(&failed), ms(to.connect))
+		note := ""
+		if failed.n[outDropped] > 0 {
+			note = fmt.Sprintf(" (no answer within the connect timeout of %s)", ms(to.connect))
+		}
+		r.detailf("failed: %s%s", countsString(&failed), note)
 	}
 	if spec.After != nil {
 		spec.After(ctx, r)
