@@ -29,16 +29,36 @@ func (*transportKey) String() string { return "clientip.Transport" }
 
 var transportCtxKey = &transportKey{}
 
+// transportCtx carries a Transport in one allocation, like resultCtx.
+type transportCtx struct {
+	context.Context
+	t Transport
+}
+
+func (c *transportCtx) Value(key any) any {
+	if key == transportCtxKey {
+		return &c.t
+	}
+	return c.Context.Value(key)
+}
+
+func (c *transportCtx) String() string {
+	return contextName(c.Context) + ".WithValue(clientip.Transport)"
+}
+
 // NewTransportContext returns a copy of ctx that carries t, for connection
 // wrappers that hand a connection's layers to per-request code (see
-// [Resolver.ResolveRequest]).
+// [Resolver.ResolveRequest]). It allocates once.
 func NewTransportContext(ctx context.Context, t Transport) context.Context {
-	return context.WithValue(ctx, transportCtxKey, t)
+	return &transportCtx{ctx, t}
 }
 
 // TransportFromContext returns the Transport stored in ctx by
-// [NewTransportContext], if any.
+// [NewTransportContext], if any. It does not allocate.
 func TransportFromContext(ctx context.Context) (Transport, bool) {
-	t, ok := ctx.Value(transportCtxKey).(Transport)
-	return t, ok
+	p, ok := ctx.Value(transportCtxKey).(*Transport)
+	if !ok {
+		return Transport{}, false
+	}
+	return *p, true
 }
