@@ -53,17 +53,20 @@ func parseIPv4[T text](s T) (a [4]byte, n int, ok bool) {
 	return a, n, true
 }
 
-func hexVal(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'a' && c <= 'f':
-		return int(c-'a') + 10
-	case c >= 'A' && c <= 'F':
-		return int(c-'A') + 10
+// hexVals maps a byte to its value as a hex digit, or 0xff.
+var hexVals = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	return -1
-}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = byte(c-'a') + 10
+		t[c-'a'+'A'] = byte(c-'a') + 10
+	}
+	return t
+}()
 
 // parseIPv6 parses IPv6 text without a zone, with an optional embedded IPv4
 // tail ("::ffff:192.0.2.1").
@@ -81,11 +84,11 @@ func parseIPv6[T text](s T) (netip.Addr, bool) {
 	for i < 16 {
 		off, acc := 0, 0
 		for off < len(s) {
-			v := hexVal(s[off])
-			if v < 0 {
+			v := hexVals[s[off]]
+			if v == 0xff {
 				break
 			}
-			acc = acc<<4 | v
+			acc = acc<<4 | int(v)
 			off++
 			if off > 4 {
 				return netip.Addr{}, false

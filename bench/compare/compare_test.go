@@ -1,8 +1,9 @@
 // Package compare runs the same requests through sourceip's clientip and
 // through the client-IP extractors of gin, echo, chi and realclientip-go, each
-// configured as securely as it allows, and benchmarks them side by side. It is
-// its own module so that none of these frameworks enters the library's
-// dependency graph.
+// configured as securely as it allows, and benchmarks them side by side; it
+// also compares sourceip's request middleware with chi's ClientIPFromXFF
+// (middleware_test.go). It is its own module so that none of these frameworks
+// enters the library's dependency graph.
 package compare
 
 import (

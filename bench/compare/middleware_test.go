@@ -1,0 +1,85 @@
+package compare
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+
+	chimw "github.com/go-chi/chi/v5/middleware"
+
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/middleware"
+)
+
+// middlewares returns the two request middlewares that resolve from
+// X-Forwarded-For under a trusted set, sourceip's and chi's ClientIPFromXFF,
+// each behind a handler that reads the client from the request context into
+// *got, as an application would.
+func middlewares(tb testing.TB, got *netip.Addr) map[string]http.Handler {
+	resolve, err := middleware.New(middleware.Config{
+		Resolver: clientip.MustNew(clientip.Config{
+			TrustedProxies: clientip.MustParsePrefixSet(strings.Join(trusted, ",")),
+			Header:         "X-Forwarded-For",
+		}),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return map[string]http.Handler{
+		"sourceip": resolve(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			res, _ := clientip.FromContext(r.Context())
+			*got = res.Client
+		})),
+		"chi": chimw.ClientIPFromXFF(trusted...)(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			*got = chimw.GetClientIPAddr(r.Context())
+		})),
+	}
+}
+
+// xffScenarios are the scenarios both middlewares support.
+func xffScenarios() []scenario {
+	var out []scenario
+	for _, s := range scenarios() {
+		if s.header == "X-Forwarded-For" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestSameMiddlewareAnswers pins that both middlewares hand the same client
+// to the handler for every scenario, so the benchmark compares equal work.
+func TestSameMiddlewareAnswers(t *testing.T) {
+	var got netip.Addr
+	for name, h := range middlewares(t, &got) {
+		for _, s := range xffScenarios() {
+			got = netip.Addr{}
+			h.ServeHTTP(httptest.NewRecorder(), s.request())
+			if got.String() != s.want {
+				t.Errorf("%s/%s = %v, want %s", s.name, name, got, s.want)
+			}
+		}
+	}
+}
+
+// BenchmarkMiddleware runs every X-Forwarded-For scenario through sourceip's
+// middleware and chi's ClientIPFromXFF, each followed by a handler that reads
+// the client from the context.
+func BenchmarkMiddleware(b *testing.B) {
+	var got netip.Addr
+	hs := middlewares(b, &got)
+	w := httptest.NewRecorder()
+	for _, s := range xffScenarios() {
+		for _, name := range []string{"sourceip", "chi"} {
+			h, req := hs[name], s.request()
+			b.Run(s.name+"/"+name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					h.ServeHTTP(w, req)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,64 @@
+// Command chiclientip is a chi server behind reverse proxies that append
+// X-Forwarded-For: the sourceip middleware resolves each request's client
+// once, before routing, and an admin route group admits only an office range.
+//
+//	go run ./chiclientip -addr 127.0.0.1:8080 -trusted 10.0.0.0/8 -office 198.51.100.0/24
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/middleware"
+)
+
+// newRouter returns the application: the resolve middleware on the whole
+// router, a source-range policy on /admin.
+func newRouter(resolver *clientip.Resolver, office clientip.PrefixSet, obs middleware.Observer) (http.Handler, error) {
+	resolve, err := middleware.New(middleware.Config{Resolver: resolver, Observer: obs})
+	if err != nil {
+		return nil, err
+	}
+	policy, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{Allow: office, Observer: obs})
+	if err != nil {
+		return nil, err
+	}
+	r := chi.NewRouter()
+	r.Use(resolve) // chi's middleware shape: func(http.Handler) http.Handler
+	r.Get("/hello/{name}", func(w http.ResponseWriter, r *http.Request) {
+		res, _ := clientip.FromContext(r.Context())
+		fmt.Fprintf(w, "hello %s from %s (%s)\n", chi.URLParam(r, "name"), res.Client, res.Source)
+	})
+	r.Route("/admin", func(r chi.Router) {
+		r.Use(policy.Handler)
+		r.Get("/{page}", func(w http.ResponseWriter, r *http.Request) {
+			res, _ := clientip.FromContext(r.Context())
+			fmt.Fprintf(w, "admin %s for %s\n", chi.URLParam(r, "page"), res.Client)
+		})
+	})
+	return r, nil
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
+	var trusted, office clientip.PrefixSet
+	flag.Var(&trusted, "trusted", "trusted reverse proxies (addresses, prefixes, presets; repeatable)")
+	flag.Var(&office, "office", "client ranges admitted to /admin (repeatable)")
+	flag.Parse()
+
+	resolver, err := clientip.New(clientip.Config{TrustedProxies: trusted, Header: "X-Forwarded-For"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h, err := newRouter(resolver, office, middleware.LogObserver(slog.Default()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Fatal(http.ListenAndServe(*addr, h))
+}

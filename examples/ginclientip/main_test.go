@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sourceip/sourceip/clientip"
+)
+
+func TestGin(t *testing.T) {
+	e, err := newEngine(clientip.MustNew(clientip.Config{
+		TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
+		Header:         "X-Forwarded-For",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, peer, xff string
+		wantCode        int
+		wantBody        string
+	}{
+		{"through a proxy", "10.0.0.2:4000", "6.6.6.6, 203.0.113.7", 200, `{"client":"203.0.113.7","source":"x-forwarded-for"}`},
+		{"direct with a forged header", "203.0.113.9:4000", "198.51.100.7", 200, `{"client":"203.0.113.9","source":"socket"}`},
+		{"unresolvable", "10.0.0.2:4000", "203.0.113.7, bogus", 400, `{"error":"cannot determine the client address"}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest("GET", "/whoami", nil)
+			req.RemoteAddr = tc.peer
+			req.Header.Set("X-Forwarded-For", tc.xff)
+			rec := httptest.NewRecorder()
+			e.ServeHTTP(rec, req)
+			if rec.Code != tc.wantCode || rec.Body.String() != tc.wantBody {
+				t.Errorf("got %d %s, want %d %s", rec.Code, rec.Body.String(), tc.wantCode, tc.wantBody)
+			}
+		})
+	}
+}
+
+// Gin users call the resolver on the request inside a gin middleware.
+func Example() {
+	e, _ := newEngine(clientip.MustNew(clientip.Config{
+		TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
+		Header:         "X-Forwarded-For",
+	}))
+	req := httptest.NewRequest("GET", "/whoami", nil)
+	req.RemoteAddr = "10.0.0.2:4000"
+	req.Header.Set("X-Forwarded-For", "6.6.6.6, 203.0.113.7")
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	fmt.Println(rec.Body.String())
+	// Output:
+	// {"client":"203.0.113.7","source":"x-forwarded-for"}
+}

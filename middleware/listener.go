@@ -1,0 +1,151 @@
+package middleware
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/proxyproto"
+)
+
+// NewListener returns a listener whose connections carry their client's
+// resolution, for MQTT brokers, raw TCP servers and other protocols without
+// per-request headers. Each connection inner accepts is resolved once, in
+// Accept, with r and no headers; read the result back with [ResultFromConn].
+//
+// The layers come from proxyproto.FactsFromConn when inner is a
+// *proxyproto.Listener (or hands out connections that wrap a *proxyproto.Conn):
+// the socket peer is the load balancer and the PROXY source is the
+// candidate client. Otherwise the socket peer is the connection's
+// RemoteAddr; a Unix-domain peer has no IP address, and any other address
+// that is not an IP address and port fails with [clientip.ErrNoAddress].
+//
+// Resolution failures do not refuse connections: the connection is returned
+// with its error, to be judged by the server (for example with
+// [SourceRanges.Check]) where it can answer in its own protocol. Put TLS
+// outside this listener, tls.NewListener(middleware.NewListener(pp, r), cfg),
+// so that servers that look for a *tls.Conn still find one; ResultFromConn
+// sees through it.
+//
+// A nil r resolves nothing: every connection carries an error wrapping
+// [ErrInvalidConfig], so servers that refuse on error refuse them all.
+//
+// Accept makes one allocation per connection beyond inner's (the wrapper),
+// and more only when resolution fails. The returned connections keep inner's
+// fast paths for io.Copy (ReadFrom, WriteTo) and CloseWrite.
+func NewListener(inner net.Listener, r *clientip.Resolver) net.Listener {
+	return &listener{Listener: inner, r: r}
+}
+
+type listener struct {
+	net.Listener
+	r *clientip.Resolver
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	t, err := transportOf(c)
+	var res clientip.Result
+	switch {
+	case l.r == nil:
+		res, err = clientip.Result{Peer: t.Peer, Proxy: t.Proxy}, errNilResolver
+	case err == nil:
+		res, err = l.r.Resolve(t, nil)
+	}
+	return &conn{Conn: c, res: res, err: err}, nil
+}
+
+// transportOf returns what c tells about its layers.
+func transportOf(c net.Conn) (clientip.Transport, error) {
+	if f, ok := proxyproto.FactsFromConn(c); ok {
+		return f.Transport(), nil
+	}
+	switch a := c.RemoteAddr().(type) {
+	case *net.TCPAddr:
+		ap := a.AddrPort()
+		return clientip.Transport{Peer: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, nil
+	case *net.UnixAddr:
+		return clientip.Transport{}, nil
+	case nil:
+		return clientip.Transport{}, &clientip.ChainError{Err: clientip.ErrNoAddress}
+	default:
+		ap, err := netip.ParseAddrPort(a.String())
+		if err != nil || ap.Addr().Zone() != "" {
+			return clientip.Transport{}, &clientip.ChainError{Err: clientip.ErrNoAddress, Value: a.String()}
+		}
+		return clientip.Transport{Peer: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, nil
+	}
+}
+
+// conn is a connection accepted by a NewListener listener.
+type conn struct {
+	net.Conn
+	res clientip.Result
+	err error
+}
+
+// NetConn returns the wrapped connection, as tls.Conn.NetConn does, so that
+// proxyproto.FactsFromConn and other unwrapping helpers see through conn.
+func (c *conn) NetConn() net.Conn { return c.Conn }
+
+// ReadFrom uses the wrapped connection's io.ReaderFrom (sendfile, splice)
+// when it has one.
+func (c *conn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
+// WriteTo uses the wrapped connection's io.WriterTo when it has one.
+func (c *conn) WriteTo(w io.Writer) (int64, error) {
+	if wt, ok := c.Conn.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return io.Copy(w, struct{ io.Reader }{c.Conn})
+}
+
+// CloseWrite shuts down the writing side when the wrapped connection can.
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errNoCloseWrite
+}
+
+var errNilResolver = fmt.Errorf("%w: NewListener without a Resolver", ErrInvalidConfig)
+
+var errNoCloseWrite = errors.New("middleware: connection does not support CloseWrite")
+
+// ResultFromConn returns the resolution of a connection accepted through
+// [NewListener]: the Result and the error [clientip.Resolver.Resolve]
+// returned for it. It looks through *tls.Conn and any wrapper with a
+// NetConn() net.Conn method. For a connection that did not come from
+// NewListener it returns an error wrapping [ErrNoResult], so that callers
+// that refuse on any error fail closed. It does not allocate.
+//
+// As with the resolve middleware, [clientip.ErrMasqueraded] comes with a
+// Result naming the node; [SourceRanges.Check] accepts both return values
+// directly.
+func ResultFromConn(c net.Conn) (clientip.Result, error) {
+	for range 8 {
+		switch v := c.(type) {
+		case *conn:
+			return v.res, v.err
+		case *tls.Conn:
+			c = v.NetConn()
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return clientip.Result{}, ErrNoResult
+		}
+	}
+	return clientip.Result{}, ErrNoResult
+}

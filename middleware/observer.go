@@ -1,0 +1,63 @@
+package middleware
+
+import (
+	"context"
+
+	"github.com/sourceip/sourceip/clientip"
+)
+
+// Observer is told the outcome of each resolution and each policy denial:
+// the place for metrics, traces and logs. The otelsourceip subpackage and
+// [LogObserver] implement it; [MultiObserver] combines several.
+//
+// ObserveResolve is called once per request by the middleware [New] returns,
+// before the request goes on or is refused, with the Result and the error of
+// [clientip.Resolver.ResolveRequest]; ctx is the request's context, and on
+// success (or [clientip.ErrMasqueraded]) it already carries the Result.
+// ObserveDeny is called by [SourceRanges.Handler] once per refused request,
+// with the Result the policy judged and the error [SourceRanges.Check]
+// returned. Code that resolves connections itself ([ResultFromConn],
+// [SourceRanges.Check]) calls the methods directly.
+//
+// Both run on the request's goroutine and should return promptly. They must
+// not keep the context or write to the response. Implementations must be safe
+// for concurrent use. Hooks added later will be optional interfaces, checked
+// with a type assertion, so an implementation of this interface keeps
+// compiling.
+type Observer interface {
+	ObserveResolve(ctx context.Context, res clientip.Result, err error)
+	ObserveDeny(ctx context.Context, res clientip.Result, err error)
+}
+
+// MultiObserver returns an Observer that calls each non-nil observer in turn,
+// or nil when there is none, so that the middleware skips observation
+// entirely.
+func MultiObserver(obs ...Observer) Observer {
+	var m multiObserver
+	for _, o := range obs {
+		if o != nil {
+			m = append(m, o)
+		}
+	}
+	switch len(m) {
+	case 0:
+		return nil
+	case 1:
+		return m[0]
+	}
+	return m
+}
+
+type multiObserver []Observer
+
+func (m multiObserver) ObserveResolve(ctx context.Context, res clientip.Result, err error) {
+	for _, o := range m {
+		o.ObserveResolve(ctx, res, err)
+	}
+}
+
+func (m multiObserver) ObserveDeny(ctx context.Context, res clientip.Result, err error) {
+	for _, o := range m {
+		o.ObserveDeny(ctx, res, err)
+	}
+}

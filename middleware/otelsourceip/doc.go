@@ -1,0 +1,75 @@
+// Package otelsourceip reports sourceip's decisions to OpenTelemetry: the
+// resolved client and the socket peer as span attributes, and counters of
+// resolutions, masquerade detections, PROXY protocol refusals and policy
+// denials. It uses only the OpenTelemetry API (go.opentelemetry.io/otel,
+// /metric and /trace) and semantic conventions v1.43.0; the application
+// chooses the SDK and exporters.
+//
+// # Wiring
+//
+// [New] takes a MeterProvider and a TracerProvider ([WithMeterProvider],
+// [WithTracerProvider]) and defaults to the global ones. An [Instrumentation]
+// is a [middleware.Observer], and its ObserveProxyRejection method fits
+// proxyproto.Config.OnReject:
+//
+//	inst, err := otelsourceip.New()
+//	pl, err := proxyproto.NewListener(inner, proxyproto.Config{..., OnReject: inst.ObserveProxyRejection})
+//	resolve, err := middleware.New(middleware.Config{Resolver: r, Observer: inst})
+//	policy, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{Allow: ranges, Observer: inst})
+//
+// For connections resolved with middleware.NewListener, call
+// inst.ObserveResolve with the connection's context and the values of
+// middleware.ResultFromConn.
+//
+// # Spans
+//
+// The Instrumentation starts no span for requests: it annotates the span in
+// the context it is given, normally the server span of otelhttp or of the
+// application's own instrumentation, and does nothing when there is none.
+// [SpanAttributes] lists what it sets: client.address and client.port for the
+// resolved client, network.peer.address and network.peer.port for the socket
+// peer, and sourceip.source, sourceip.outcome, sourceip.hop, sourceip.header,
+// sourceip.via, sourceip.proxy.address, sourceip.proxy.port and
+// sourceip.masqueraded for the rest of the chain. A denial adds
+// sourceip.reason. The one span it records itself is
+// sourceip.proxyproto.reject, for connections a PROXY listener refused, which
+// never reach a handler.
+//
+// # Metrics
+//
+// All counters are Int64Counters; their attributes take a small fixed set of
+// values and never hold an address:
+//
+//	sourceip.resolutions            {resolution}  sourceip.source, sourceip.outcome
+//	sourceip.masquerade.detections  {detection}   sourceip.source
+//	sourceip.proxyproto.rejections  {connection}  sourceip.reason (a proxyproto.Reason)
+//	sourceip.policy.denials         {denial}      sourceip.source, sourceip.reason (not_allowed, unresolved, masqueraded)
+//
+// A masqueraded result is counted in sourceip.resolutions with outcome
+// "masqueraded" and in sourceip.masquerade.detections.
+//
+// # Correcting otelhttp's client.address
+//
+// otelhttp (go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp,
+// v0.72.0) sets client.address on its server span to the leftmost entry of
+// X-Forwarded-For when the header is present, and to the socket peer
+// otherwise. The leftmost entry is whatever the client wrote, so any client
+// can choose the address its spans show. The span is writable while the
+// request is served, and the last value set for a key wins: mount the
+// resolve middleware inside otelhttp's handler with this package as its
+// Observer, and client.address is replaced by the resolved client.
+//
+//	handler := otelhttp.NewHandler(resolve(mux), "server") // resolve from middleware.New with Observer: inst
+//
+// Without the Observer, set the attribute in a handler:
+//
+//	res, ok := clientip.FromContext(r.Context())
+//	if ok && !res.Masqueraded {
+//		trace.SpanFromContext(r.Context()).SetAttributes(semconv.ClientAddress(res.Client.String()))
+//	}
+//
+// When resolution fails the request is refused, and client.address keeps
+// otelhttp's value; sourceip.outcome on the same span says it was not
+// resolved. A masqueraded result does not set client.address either (its
+// address is a node, not a client): sourceip.masqueraded=true marks the span.
+package otelsourceip

@@ -1,0 +1,241 @@
+package otelsourceip
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/middleware"
+	"github.com/sourceip/sourceip/proxyproto"
+)
+
+// ScopeName is the instrumentation scope of this package's tracer and meter:
+// its import path.
+const ScopeName = "github.com/sourceip/sourceip/middleware/otelsourceip"
+
+// Names of the instruments and of the span this package records.
+const (
+	ResolutionsName          = "sourceip.resolutions"
+	MasqueradeDetectionsName = "sourceip.masquerade.detections"
+	ProxyRejectionsName      = "sourceip.proxyproto.rejections"
+	PolicyDenialsName        = "sourceip.policy.denials"
+	RejectSpanName           = "sourceip.proxyproto.reject"
+)
+
+// Option configures [New].
+type Option interface{ apply(*config) }
+
+type config struct {
+	mp metric.MeterProvider
+	tp trace.TracerProvider
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithMeterProvider sets the MeterProvider; nil, or no option, means the
+// global one (otel.GetMeterProvider) at the time of New.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.mp = mp })
+}
+
+// WithTracerProvider sets the TracerProvider; nil, or no option, means the
+// global one (otel.GetTracerProvider) at the time of New.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) { c.tp = tp })
+}
+
+// Instrumentation records resolutions, masquerade detections, policy denials
+// and PROXY refusals as metrics and span attributes. It implements
+// [middleware.Observer]; pass its ObserveProxyRejection method as
+// proxyproto.Config.OnReject. It is safe for concurrent use.
+type Instrumentation struct {
+	tracer trace.Tracer
+
+	resolutions metric.Int64Counter
+	masquerades metric.Int64Counter
+	rejections  metric.Int64Counter
+	denials     metric.Int64Counter
+
+	// Measurement options built once, indexed by source, outcome and reason,
+	// so that recording builds no attribute set.
+	resolveOpts [numSources][numOutcomes][]metric.AddOption
+	masqOpts    [numSources][]metric.AddOption
+	denyOpts    [numSources][numOutcomes][]metric.AddOption
+	rejectOpts  [numReasons][]metric.AddOption
+}
+
+const (
+	numSources  = int(clientip.SourceHeader) + 1
+	numOutcomes = int(middleware.OutcomeError) + 1
+	numReasons  = int(proxyproto.ReasonInvalid) + 1
+)
+
+var _ middleware.Observer = (*Instrumentation)(nil)
+
+// New returns an Instrumentation that records through the configured (or
+// global) providers, under the scope [ScopeName] with semconv v1.43.0's schema
+// URL. It fails only when the meter refuses to create an instrument.
+func New(opts ...Option) (*Instrumentation, error) {
+	var c config
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	if c.mp == nil {
+		c.mp = otel.GetMeterProvider()
+	}
+	if c.tp == nil {
+		c.tp = otel.GetTracerProvider()
+	}
+	v := version()
+	in := &Instrumentation{
+		tracer: c.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(v), trace.WithSchemaURL(semconv.SchemaURL)),
+	}
+	m := c.mp.Meter(ScopeName, metric.WithInstrumentationVersion(v), metric.WithSchemaURL(semconv.SchemaURL))
+	var err, e error
+	in.resolutions, e = m.Int64Counter(ResolutionsName,
+		metric.WithDescription("Client address resolutions, by the layer the client came from and the outcome."),
+		metric.WithUnit("{resolution}"))
+	err = errors.Join(err, e)
+	in.masquerades, e = m.Int64Counter(MasqueradeDetectionsName,
+		metric.WithDescription("Resolutions that landed on a masquerading node address, by the layer it came from."),
+		metric.WithUnit("{detection}"))
+	err = errors.Join(err, e)
+	in.rejections, e = m.Int64Counter(ProxyRejectionsName,
+		metric.WithDescription("Connections a PROXY protocol listener refused, by reason."),
+		metric.WithUnit("{connection}"))
+	err = errors.Join(err, e)
+	in.denials, e = m.Int64Counter(PolicyDenialsName,
+		metric.WithDescription("Requests or connections a source-range policy refused, by reason and by the layer the client came from."),
+		metric.WithUnit("{denial}"))
+	err = errors.Join(err, e)
+	if err != nil {
+		return nil, err
+	}
+
+	opt := func(kv ...attribute.KeyValue) []metric.AddOption {
+		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+	}
+	for s := range numSources {
+		src := SourceKey.String(clientip.Source(s).String())
+		in.masqOpts[s] = opt(src)
+		for o := range numOutcomes {
+			out := middleware.Outcome(o).String()
+			in.resolveOpts[s][o] = opt(src, OutcomeKey.String(out))
+			in.denyOpts[s][o] = opt(src, ReasonKey.String(out))
+		}
+	}
+	for r := range numReasons {
+		in.rejectOpts[r] = opt(ReasonKey.String(proxyproto.Reason(r).String()))
+	}
+	return in, nil
+}
+
+// version returns the version of the sourceip module in the running binary,
+// or "" when it is not a released version.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	const path = "github.com/sourceip/sourceip"
+	mods := append([]*debug.Module{&bi.Main}, bi.Deps...)
+	for _, m := range mods {
+		if m.Path == path && m.Version != "" && m.Version != "(devel)" {
+			return m.Version
+		}
+	}
+	return ""
+}
+
+func sourceIndex(s clientip.Source) int {
+	if int(s) < numSources {
+		return int(s)
+	}
+	return int(clientip.SourceNone)
+}
+
+// ObserveResolve records one resolution: it counts it in
+// sourceip.resolutions by source and outcome, counts a masqueraded result in
+// sourceip.masquerade.detections, and, when ctx carries a recording span, sets
+// [SpanAttributes] on it. It implements [middleware.Observer]; code that
+// resolves connections calls it with the connection's context, for example
+// in.ObserveResolve(ctx, res, err) after middleware.ResultFromConn.
+func (in *Instrumentation) ObserveResolve(ctx context.Context, res clientip.Result, err error) {
+	s := sourceIndex(res.Source)
+	o := middleware.OutcomeOf(err)
+	in.resolutions.Add(ctx, 1, in.resolveOpts[s][o]...)
+	if res.Masqueraded {
+		in.masquerades.Add(ctx, 1, in.masqOpts[s]...)
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(SpanAttributes(res, err)...)
+	}
+}
+
+// ObserveDeny records one policy denial, err being what
+// middleware.SourceRanges.Check returned: it counts it in
+// sourceip.policy.denials by reason and source and, when ctx carries a
+// recording span, sets sourceip.reason on it. It implements
+// [middleware.Observer].
+func (in *Instrumentation) ObserveDeny(ctx context.Context, res clientip.Result, err error) {
+	s := sourceIndex(res.Source)
+	o := middleware.OutcomeOf(err)
+	in.denials.Add(ctx, 1, in.denyOpts[s][o]...)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(ReasonKey.String(o.String()))
+	}
+}
+
+// ObserveProxyRejection records one connection a proxyproto.Listener refused;
+// its signature fits proxyproto.Config.OnReject. It counts the connection in
+// sourceip.proxyproto.rejections by reason and records a span named
+// sourceip.proxyproto.reject, a new root of kind server that starts when the
+// connection was accepted and ends now, with status Error, the socket's
+// network.peer.* and network.local.* addresses, sourceip.reason and
+// error.type set to the reason, and network.transport (tcp, or unix for a
+// Unix-domain peer). Such connections never reach a handler, so
+// this span is their only trace; pass a TracerProvider that drops it
+// (go.opentelemetry.io/otel/trace/noop) to keep only the counter.
+func (in *Instrumentation) ObserveProxyRejection(rej proxyproto.Rejection) {
+	ctx := context.Background()
+	r := int(rej.Reason)
+	reason := rej.Reason.String()
+	if r < numReasons {
+		in.rejections.Add(ctx, 1, in.rejectOpts[r]...)
+	} else {
+		in.rejections.Add(ctx, 1, metric.WithAttributes(ReasonKey.String(reason)))
+	}
+	now := time.Now()
+	attrs := make([]attribute.KeyValue, 0, 7)
+	if rej.Peer.IsValid() {
+		attrs = append(attrs, semconv.NetworkTransportTCP,
+			semconv.NetworkPeerAddress(rej.Peer.Addr().String()),
+			semconv.NetworkPeerPort(int(rej.Peer.Port())))
+	} else {
+		attrs = append(attrs, semconv.NetworkTransportUnix)
+	}
+	if rej.Local.IsValid() {
+		attrs = append(attrs,
+			semconv.NetworkLocalAddress(rej.Local.Addr().String()),
+			semconv.NetworkLocalPort(int(rej.Local.Port())))
+	}
+	attrs = append(attrs, ReasonKey.String(reason), semconv.ErrorTypeKey.String(reason))
+	_, span := in.tracer.Start(ctx, RejectSpanName,
+		trace.WithNewRoot(),
+		trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithTimestamp(now.Add(-rej.Duration)),
+		trace.WithAttributes(attrs...))
+	span.SetStatus(codes.Error, reason)
+	span.End(trace.WithTimestamp(now))
+}
