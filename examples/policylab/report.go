@@ -246,11 +246,14 @@ func abs(f float64) float64 {
 func (r *Report) notes() []string {
 	var out []string
 	for _, row := range r.Rows {
-		if row.Spec.Deployed == nil || row.Exp.Case.External != trafficpolicy.ExternalCluster {
+		if row.Spec.Deployed == nil || row.Exp.Case.External != trafficpolicy.ExternalCluster ||
+			row.Judged.Observed.Outcome != outRefusedPP {
 			continue
 		}
-		if row.Judged.Observed.Outcome == outRefusedPP && row.Exp.Caveats&trafficpolicy.CaveatNoProxyHeader != 0 {
-			out = append(out, "`CaveatNoProxyHeader` advises \"let it accept headerless connections from pod addresses\". Under externalTrafficPolicy Cluster that cannot work: the short-circuited connection is masqueraded by the caller's node (the model's own Peer is Node), so it arrives from a node address, which the PROXY-path recipe trusts (`Trust` nodes); a PROXY listener requiring headers from trusted upstreams refuses it, and no pod-CIDR exception matches it (scenario 7, observed). The fixes are ipMode Proxy or letting trusted nodes connect without a header (`proxyproto.HeaderlessAllow`, after which clientip flags the node as masqueraded). The caveat text in trafficpolicy should say so for Cluster; the lab asserts the kernel's behaviour, derived from the model's Peer and Trust, and does not change trafficpolicy.")
+		if row.Exp.Caveats&trafficpolicy.CaveatNoProxyHeaderFromNode != 0 {
+			out = append(out, "Scenario 7 under Cluster: the short-circuited pod arrives from its node (masqueraded) without a PROXY header, and the PROXY listener that trusts the nodes refused it, as the model's `CaveatNoProxyHeaderFromNode` says; ipMode Proxy, or `proxyproto.HeaderlessAllow` with clientip flagging the node as masqueraded, serves it.")
+		} else {
+			out = append(out, "Scenario 7 under Cluster: the PROXY listener refused the node's headerless connection, but the model does not warn about it (`CaveatNoProxyHeaderFromNode` missing).")
 		}
 	}
 	return out
