@@ -57,7 +57,8 @@ type Config struct {
 // sees the PROXY source and keeps the load balancer as the socket peer.
 //
 // The middleware makes two allocations per request (the context node that
-// holds the Result, and the request copy) and one more with SetRemoteAddr. It is safe for concurrent use. New returns an error wrapping
+// holds the Result, and the request copy) and one more with SetRemoteAddr.
+// It is safe for concurrent use. New returns an error wrapping
 // [ErrInvalidConfig] when cfg.Resolver is nil.
 func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	if cfg.Resolver == nil {
