@@ -303,7 +303,7 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (failure, stri
 
 // fail records where a header walk failed.
 func (r *Resolver) fail(res *Result, pos int, f failure, entry string) (failure, string) {
-	res.Hop, res.Header = pos, r.header
+	res.Hop, res.Header, res.Via = pos, r.header, netip.Addr{}
 	return f, entry
 }
 
