@@ -2,20 +2,69 @@ package clientip
 
 import "context"
 
-// resultKey is the context key for a Result.
-type resultKey struct{}
+// ctxKey is the type of this package's context keys.
+type ctxKey struct{ name string }
 
-func (*resultKey) String() string { return "clientip.Result" }
+func (k *ctxKey) String() string { return k.name }
 
-var resultCtxKey = &resultKey{}
+var (
+	resultCtxKey    = &ctxKey{"clientip.Result"}
+	transportCtxKey = &ctxKey{"clientip.Transport"}
+)
 
-// NewContext returns a copy of ctx that carries res.
-func NewContext(ctx context.Context, res Result) context.Context {
-	return context.WithValue(ctx, resultCtxKey, res)
+// carrier is a context node that carries one value in one allocation: Value
+// hands out a pointer to the field, so neither storing nor reading the value
+// boxes it.
+type carrier[T any] struct {
+	context.Context
+	key *ctxKey
+	v   T
 }
 
-// FromContext returns the Result stored in ctx by [NewContext], if any.
+func (c *carrier[T]) Value(key any) any {
+	if key == c.key {
+		return &c.v
+	}
+	return c.Context.Value(key)
+}
+
+func (c *carrier[T]) String() string {
+	name := "context"
+	if s, ok := c.Context.(interface{ String() string }); ok {
+		name = s.String()
+	}
+	return name + ".WithValue(" + c.key.name + ")"
+}
+
+func fromCarrier[T any](ctx context.Context, key *ctxKey) (T, bool) {
+	p, ok := ctx.Value(key).(*T)
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return *p, true
+}
+
+// NewContext returns a copy of ctx that carries res. It allocates once.
+func NewContext(ctx context.Context, res Result) context.Context {
+	return &carrier[Result]{ctx, resultCtxKey, res}
+}
+
+// FromContext returns the Result stored in ctx by [NewContext], if any. It
+// does not allocate.
 func FromContext(ctx context.Context) (Result, bool) {
-	res, ok := ctx.Value(resultCtxKey).(Result)
-	return res, ok
+	return fromCarrier[Result](ctx, resultCtxKey)
+}
+
+// NewTransportContext returns a copy of ctx that carries t, for connection
+// wrappers that hand a connection's layers to per-request code (see
+// [Resolver.ResolveRequest]). It allocates once.
+func NewTransportContext(ctx context.Context, t Transport) context.Context {
+	return &carrier[Transport]{ctx, transportCtxKey, t}
+}
+
+// TransportFromContext returns the Transport stored in ctx by
+// [NewTransportContext], if any. It does not allocate.
+func TransportFromContext(ctx context.Context) (Transport, bool) {
+	return fromCarrier[Transport](ctx, transportCtxKey)
 }

@@ -26,4 +26,18 @@ func TestContext(t *testing.T) {
 	if s := fmt.Sprint(resultCtxKey, transportCtxKey); s != "clientip.Result clientip.Transport" {
 		t.Errorf("context keys print as %q", s)
 	}
+	if s := fmt.Sprint(ctx); s != "context.Background.WithValue(clientip.Result).WithValue(clientip.Transport)" {
+		t.Errorf("context prints as %q", s)
+	}
+	// Cancellation propagates through the carriers without a goroutine of their own.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	<-cctx.Done()
+	if n := testing.AllocsPerRun(100, func() { FromContext(ctx); TransportFromContext(ctx) }); n != 0 {
+		t.Errorf("reading allocates %v", n)
+	}
+	var sink context.Context
+	if n := testing.AllocsPerRun(100, func() { sink = NewContext(context.Background(), res) }); n != 1 || sink == nil {
+		t.Errorf("NewContext allocates %v, want 1", n)
+	}
 }

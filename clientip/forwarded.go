@@ -311,8 +311,9 @@ func parseNode[T text](v T) (netip.Addr, failure) {
 }
 
 // walkForwarded continues the walk of Resolver.walk over Forwarded from
-// position pos, cur being the hop last stepped over.
-func (r *Resolver) walkForwarded(res *Result, lines []string, pos int, cur netip.Addr) (failure, string) {
+// position pos; res.Via holds the hop last stepped over.
+func (r *Resolver) walkForwarded(res *Result, lines []string, pos int) (failure, string) {
+	cur := res.Via // the hop last stepped over
 	var ring fwdRing
 	if !ring.scan(lines) {
 		return r.fail(res, pos+1, failMalformed, lines[len(lines)-1])

@@ -84,19 +84,17 @@ func checkAgainstModel(t *testing.T, cfg Config, tr Transport, h http.Header) {
 	}
 }
 
-// appearsIn reports whether some token of the header parses to a.
+// appearsIn reports whether some token of the header parses to a. Quoted-pair
+// backslashes are removed first, so an escaped node still counts.
 func appearsIn(a netip.Addr, lines []string) bool {
 	for _, l := range lines {
-		for _, tok := range strings.FieldsFunc(l, func(r rune) bool { return strings.ContainsRune(" \t,;=\"[]\\", r) }) {
+		l = strings.ReplaceAll(l, `\`, "")
+		for _, tok := range strings.FieldsFunc(l, func(r rune) bool { return strings.ContainsRune(" \t,;=\"[]", r) }) {
 			for _, cand := range []string{tok, strings.TrimSuffix(tok, ":"+lastPart(tok))} {
 				if p, err := netip.ParseAddr(cand); err == nil && p.Unmap() == a {
 					return true
 				}
 			}
-		}
-		// quoted-pairs and ports inside brackets
-		if strings.Contains(strings.ReplaceAll(l, `\`, ""), a.String()) || strings.Contains(l, a.String()) {
-			return true
 		}
 	}
 	return false

@@ -287,27 +287,29 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (failure, stri
 		return r.exhausted(res, pos, cur)
 	}
 	lines := h[r.header]
+	res.Via = cur // handed to the header walk; set again when the walk ends
 	switch {
 	case len(lines) == 0:
 		return r.exhausted(res, pos, cur)
 	case !withinBudget(lines, r.maxBytes):
 		return r.fail(res, pos+1, failTooLarge, "")
 	case r.kind == headerXFF:
-		return r.walkXFF(res, lines, pos, cur)
+		return r.walkXFF(res, lines, pos)
 	case r.kind == headerForwarded:
-		return r.walkForwarded(res, lines, pos, cur)
+		return r.walkForwarded(res, lines, pos)
 	}
-	return r.walkSingle(res, lines, pos, cur)
+	return r.walkSingle(res, lines, pos)
 }
 
 // fail records where a header walk failed.
 func (r *Resolver) fail(res *Result, pos int, f failure, entry string) (failure, string) {
-	res.Hop, res.Header = pos, r.header
+	res.Hop, res.Header, res.Via = pos, r.header, netip.Addr{}
 	return f, entry
 }
 
 // walkSingle continues the walk over a single-address header.
-func (r *Resolver) walkSingle(res *Result, lines []string, pos int, cur netip.Addr) (failure, string) {
+func (r *Resolver) walkSingle(res *Result, lines []string, pos int) (failure, string) {
+	cur := res.Via // the hop last stepped over
 	pos++
 	e := trimOWS(lines[0])
 	switch {

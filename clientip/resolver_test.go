@@ -56,6 +56,10 @@ func runResolveCases(t *testing.T, tests []resolveCase) {
 				if !errors.Is(tc.wantErr, ErrMasqueraded) && res.Client.IsValid() {
 					t.Errorf("failed result names a client: %v", res)
 				}
+				walked := errors.Is(tc.wantErr, ErrAllTrusted) || errors.Is(tc.wantErr, ErrTooFewHops) || errors.Is(tc.wantErr, ErrMasqueraded)
+				if !walked && res.Via.IsValid() {
+					t.Errorf("failed result has Via %v", res.Via)
+				}
 			} else if err != nil {
 				t.Fatalf("unexpected error %v (result %v)", err, res)
 			}

@@ -18,8 +18,9 @@ type Result struct {
 	Client netip.Addr
 
 	// Via is the trusted hop that reported Client: the proxy nearest to it.
-	// It is invalid for SourceSocket and when that hop is a Unix socket. With
-	// ErrAllTrusted it is the outermost trusted hop.
+	// It is invalid for SourceSocket, when that hop is a Unix socket, and when
+	// resolution failed on an unreadable hop. With ErrAllTrusted and
+	// ErrTooFewHops it is the outermost hop the walk stepped over.
 	Via netip.Addr
 
 	// Peer is the socket layer as the kernel reported it (the zero value for a

@@ -1,9 +1,6 @@
 package clientip
 
-import (
-	"context"
-	"net/netip"
-)
+import "net/netip"
 
 // Transport is what one connection tells about its origin, before any header
 // is read: the socket peer and, when a trusted upstream sent a PROXY protocol
@@ -20,25 +17,4 @@ type Transport struct {
 	// The proxyproto package fills it; code that parses PROXY headers itself
 	// must only set it for headers from upstreams it trusts.
 	Proxy netip.AddrPort
-}
-
-// transportKey is the context key for a Transport.
-type transportKey struct{}
-
-func (*transportKey) String() string { return "clientip.Transport" }
-
-var transportCtxKey = &transportKey{}
-
-// NewTransportContext returns a copy of ctx that carries t, for connection
-// wrappers that hand a connection's layers to per-request code (see
-// [Resolver.ResolveRequest]).
-func NewTransportContext(ctx context.Context, t Transport) context.Context {
-	return context.WithValue(ctx, transportCtxKey, t)
-}
-
-// TransportFromContext returns the Transport stored in ctx by
-// [NewTransportContext], if any.
-func TransportFromContext(ctx context.Context) (Transport, bool) {
-	t, ok := ctx.Value(transportCtxKey).(Transport)
-	return t, ok
 }

@@ -87,13 +87,19 @@ func (n *trieNode) addChild(b byte) {
 }
 
 // contains4 reports whether the IPv4 address ip (in host order) lies in a
-// prefix of the trie. The root is checked first: most lookups end there.
+// prefix of the trie. The root is checked inline, since most lookups end there.
 func (n *trieNode) contains4(ip uint32) bool {
 	b := byte(ip >> 24)
-	if n.full.test(b) {
+	bit := uint64(1) << (b & 63)
+	if n.full[b>>6]&bit != 0 {
 		return true
 	}
-	return n.kids.test(b) && n.child[n.kids.rank(b)].contains4From(ip)
+	return n.kids[b>>6]&bit != 0 && n.descend4(ip)
+}
+
+// descend4 continues contains4 below the root.
+func (n *trieNode) descend4(ip uint32) bool {
+	return n.child[n.kids.rank(byte(ip>>24))].contains4From(ip)
 }
 
 func (n *trieNode) contains4From(ip uint32) bool {

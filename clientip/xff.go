@@ -59,17 +59,15 @@ func withinBudget(lines []string, max int) bool {
 }
 
 // walkXFF continues the walk of Resolver.walk over X-Forwarded-For from
-// position pos, cur being the hop last stepped over. It reads the list from the
+// position pos; res.Via holds the hop last stepped over. It reads the list from the
 // right like listIter, but keeps its state in locals, and parses the common
 // entry, a dotted quad with optional white space around it, backwards in the
 // same pass that finds the entry's start, checking trust on the parsed bytes
 // and building an Addr only when it is needed. Anything else takes the general
 // path through parseListAddr.
-func (r *Resolver) walkXFF(res *Result, lines []string, pos int, cur netip.Addr) (failure, string) {
+func (r *Resolver) walkXFF(res *Result, lines []string, pos int) (failure, string) {
+	cur := res.Via // the hop last stepped over
 	t4 := r.trusted.v4
-	if r.hops > 0 {
-		t4 = nil // hop-count mode decides by position alone
-	}
 	// A trusted dotted quad is kept as curIP and made an Addr only if it is
 	// still the last trusted hop when the walk ends.
 	var curIP uint32
@@ -84,17 +82,23 @@ func (r *Resolver) walkXFF(res *Result, lines []string, pos int, cur netip.Addr)
 			var a netip.Addr
 			var e string
 			if fast {
-				e = l[j+1 : end]
-				end = j
 				if pos++; pos > r.maxHops {
 					return r.fail(res, pos, failTooMany, "")
 				}
 				if ip == 0 {
-					return r.fail(res, pos, failUnspecified, trimOWS(e))
+					return r.fail(res, pos, failUnspecified, trimOWS(l[j+1:end]))
 				}
-				if t4 != nil && t4.contains4(ip) {
-					curIP, curLazy = ip, true
-					continue
+				end = j
+				if r.hops == 0 {
+					// Trusted-range mode: the trie's answer is the whole decision.
+					if t4 != nil && t4.contains4(ip) {
+						curIP, curLazy = ip, true
+						continue
+					}
+					if curLazy {
+						cur = addrFrom4(curIP)
+					}
+					return r.found(res, addrFrom4(ip), r.source, pos, cur), ""
 				}
 				a = addrFrom4(ip)
 			} else {

@@ -56,9 +56,9 @@ type Config struct {
 // http.Server.ConnContext set to proxyproto.ConnContext: the resolver then
 // sees the PROXY source and keeps the load balancer as the socket peer.
 //
-// The middleware makes three allocations per resolved request (the context
-// node, the Result stored in it and the request copy) and one more with
-// SetRemoteAddr. It is safe for concurrent use. New returns an error wrapping
+// The middleware makes two allocations per request (the context node that
+// holds the Result, and the request copy) and one more with SetRemoteAddr.
+// It is safe for concurrent use. New returns an error wrapping
 // [ErrInvalidConfig] when cfg.Resolver is nil.
 func New(cfg Config) (func(http.Handler) http.Handler, error) {
 	if cfg.Resolver == nil {

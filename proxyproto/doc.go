@@ -34,10 +34,15 @@
 // Connections from peers outside the trusted set that send no header are
 // direct clients and are served with their socket addresses. In Kubernetes,
 // pods that dial a LoadBalancer Service's IP are short-circuited by kube-proxy
-// and never pass the load balancer, so they arrive without a header from a pod
-// address: leave the pod network out of TrustedUpstreams and they are served
-// as themselves; put it in and they are refused under HeaderlessRefuse (set
-// the Service's ipMode to Proxy to send them through the load balancer).
+// and never pass the load balancer, so they arrive without a header. Under
+// externalTrafficPolicy: Local they come from the pod's address: leave the pod
+// network out of TrustedUpstreams and they are served as themselves. Under
+// Cluster their node masquerades them, so they come from a node address; if
+// the nodes are trusted upstreams (as they must be for the load balancer's
+// headers to pass the node's SNAT), HeaderlessRefuse refuses them, and
+// HeaderlessAllow serves them as the node, which clientip then flags as
+// masqueraded. Setting the Service's ipMode to Proxy sends them through the
+// load balancer instead.
 //
 // # Bounded header reads
 //

@@ -50,7 +50,7 @@ spec:
 	// | LoadBalancer | external Local | pod | pod → LB IP, captured on the pod's node → KUBE-EXT (pod short-circuit) → KUBE-SVC → any endpoint | client | yes, socket | trust nothing [2] | endpoint readiness only | other nodes' endpoints (short-circuit ignores Local) |
 	//
 	// 1. A pod reaching itself through the Service is masqueraded (hairpin).
-	// 2. No PROXY header arrives on this path: a listener that requires one must accept headerless connections from pod addresses.
+	// 2. No PROXY header arrives on this path: the pod connects from its own address, served as a direct client while the pod network is not a trusted upstream (or set ipMode: Proxy).
 }
 
 // Ask one question and get a ready-to-use clientip configuration.

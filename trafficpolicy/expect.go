@@ -220,9 +220,10 @@ const (
 	// node ports must be reachable from the load balancer only.
 	CaveatNodePortsOpen Caveat = 1 << iota
 	// CaveatNoProxyHeader: the load balancer sends a PROXY header, but this
-	// path bypasses it, so connections arrive without one. A listener that
-	// requires the header rejects them; let it accept headerless connections
-	// from pod addresses.
+	// path bypasses it, so connections arrive without one, from the calling
+	// pod's own address (externalTrafficPolicy: Local). A PROXY listener serves
+	// them as direct clients as long as the pod network is not among its
+	// trusted upstreams; ipMode: Proxy sends them through the load balancer.
 	CaveatNoProxyHeader
 	// CaveatEgressSNAT: an in-cluster caller leaves the cluster through the
 	// load balancer; the load balancer sees the pod, or its node if the
@@ -234,9 +235,17 @@ const (
 	// CaveatUnknownLB: the answer depends on the load balancer's kind, which
 	// is not known.
 	CaveatUnknownLB
+	// CaveatNoProxyHeaderFromNode: as CaveatNoProxyHeader, but the node
+	// masquerades the calling pod (externalTrafficPolicy: Cluster), so the
+	// headerless connection comes from a node address, which the recipe trusts
+	// to send PROXY headers. A listener that requires the header refuses it;
+	// allowing headerless connections from trusted upstreams serves it, and
+	// clientip then flags the node as masqueraded. ipMode: Proxy sends it
+	// through the load balancer instead.
+	CaveatNoProxyHeaderFromNode
 )
 
-var caveatNames = []string{"node-ports-open", "no-proxy-header", "egress-snat", "hairpin", "unknown-lb"}
+var caveatNames = []string{"node-ports-open", "no-proxy-header", "egress-snat", "hairpin", "unknown-lb", "no-proxy-header-from-node"}
 
 // String returns the caveats' names joined by "+", or "none".
 func (c Caveat) String() string {
@@ -261,7 +270,10 @@ func (c Caveat) describe() []string {
 		out = append(out, "node addresses are trusted, so node ports must be reachable from the load balancer only: masquerading hides who connected")
 	}
 	if c&CaveatNoProxyHeader != 0 {
-		out = append(out, "no PROXY header arrives on this path: a listener that requires one must accept headerless connections from pod addresses")
+		out = append(out, "no PROXY header arrives on this path: the pod connects from its own address, served as a direct client while the pod network is not a trusted upstream (or set ipMode: Proxy)")
+	}
+	if c&CaveatNoProxyHeaderFromNode != 0 {
+		out = append(out, "no PROXY header arrives on this path and the node masquerades the pod: a listener that requires the header refuses this trusted node; allow headerless connections from trusted upstreams (clientip flags the node as masqueraded) or set ipMode: Proxy")
 	}
 	if c&CaveatEgressSNAT != 0 {
 		out = append(out, "the load balancer sees the calling pod, or its node if the network plugin masquerades egress")

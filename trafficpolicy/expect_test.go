@@ -153,7 +153,7 @@ func TestExpect(t *testing.T) {
 		// Pods to the load-balancer IP.
 		{"pod→LB/NodePort type has no LB IP", Case{Type: TypeNodePort, Path: PathPodToLoadBalancerIP}, notExposedAnswer},
 		{"pod→LB/VIP/ETP Cluster: captured on the pod's node, KUBE-EXT masquerades; no PROXY header", pod(ExternalCluster, IPModeVIP, LBProxyProtocol, true),
-			answer{out: Delivered, peer: PeerNode, client: lost, eps: EndpointsCluster, health: HealthReadiness, caveats: CaveatNoProxyHeader, rule: rulePodLBCluster}},
+			answer{out: Delivered, peer: PeerNode, client: lost, eps: EndpointsCluster, health: HealthReadiness, caveats: CaveatNoProxyHeaderFromNode, rule: rulePodLBCluster}},
 		{"pod→LB/VIP/ETP Cluster/passthrough: masqueraded, no header caveat", pod(ExternalCluster, IPModeVIP, LBPassthrough, true),
 			answer{out: Delivered, peer: PeerNode, client: lost, eps: EndpointsCluster, health: HealthReadiness, rule: rulePodLBCluster}},
 		{"pod→LB/VIP/ETP Local: \"pod traffic for external destinations\" -> KUBE-SVC, pod address kept, no PROXY header", pod(ExternalLocal, IPModeVIP, LBProxyProtocol, true),

@@ -203,7 +203,11 @@ func clusterIP(c Case) Expectation {
 func podToVIP(c Case) Expectation {
 	e := Expectation{Case: c, Outcome: Delivered, Health: HealthReadiness, Endpoints: clusterEndpoints(c.Distribution)}
 	if c.LB == LBProxyProtocol {
-		e.Caveats |= CaveatNoProxyHeader
+		if c.External == ExternalCluster {
+			e.Caveats |= CaveatNoProxyHeaderFromNode
+		} else {
+			e.Caveats |= CaveatNoProxyHeader
+		}
 	}
 	if c.External == ExternalCluster {
 		e.Peer = PeerNode

@@ -1,36 +1,67 @@
-// Package e2e holds the one rule for example tests that need a real program
-// (HAProxy, mosquitto clients): use it when it is installed, skip with a
-// one-line reason when it is not, and fail instead of skipping when
-// SOURCEIP_E2E=require, as CI sets. It mirrors the library's internal/e2e,
-// which the examples module cannot import.
+// Package e2e holds the one rule for the examples' tests that need real
+// programs or privileges (HAProxy, iptables, network namespaces): use them
+// when they are there, skip with a one-line reason when they are not, and fail
+// instead of skipping when SOURCEIP_E2E=require, as CI sets.
+//
+// It mirrors the library module's internal/e2e, which this module cannot
+// import.
 package e2e
 
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
 // Required reports whether end-to-end tests must run (SOURCEIP_E2E=require).
 func Required() bool { return os.Getenv("SOURCEIP_E2E") == "require" }
 
-// Require returns the path of the program name found in PATH or in the sbin
-// directories, where Debian installs daemons such as haproxy. When it is
-// missing, Require skips tb with a one-line reason, or fails it when
-// [Required] is true.
-func Require(tb testing.TB, name string) string {
-	tb.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
+// LookPath returns the path of program name, looked up in PATH and then in
+// the sbin directories, where Debian installs ip, iptables and haproxy and
+// which a non-login root shell may lack.
+func LookPath(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path, nil
 	}
 	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin", "/sbin"} {
-		if p, err := exec.LookPath(dir + "/" + name); err == nil {
-			return p
+		if p, e := exec.LookPath(filepath.Join(dir, name)); e == nil {
+			return p, nil
 		}
 	}
-	if Required() {
-		tb.Fatalf("%s is required (SOURCEIP_E2E=require) but not installed", name)
+	return "", err
+}
+
+// Require returns the paths of the named programs. When one is missing it
+// skips tb with a one-line reason, or fails it when [Required] is true.
+func Require(tb testing.TB, names ...string) []string {
+	tb.Helper()
+	paths := make([]string, 0, len(names))
+	for _, name := range names {
+		p, err := LookPath(name)
+		if err != nil {
+			Unavailable(tb, name+" is not installed")
+		}
+		paths = append(paths, p)
 	}
-	tb.Skipf("%s not installed; skipping (set SOURCEIP_E2E=require to fail instead)", name)
-	return ""
+	return paths
+}
+
+// RequireRoot skips tb (or fails it under SOURCEIP_E2E=require) unless the
+// test runs as root, which network namespaces and iptables need.
+func RequireRoot(tb testing.TB) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		Unavailable(tb, "not running as root")
+	}
+}
+
+// Unavailable skips tb with reason, or fails it when [Required] is true.
+func Unavailable(tb testing.TB, reason string) {
+	tb.Helper()
+	if Required() {
+		tb.Fatalf("%s, and SOURCEIP_E2E=require", reason)
+	}
+	tb.Skipf("%s; skipping (set SOURCEIP_E2E=require to fail instead)", reason)
 }

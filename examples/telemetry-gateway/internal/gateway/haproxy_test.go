@@ -22,8 +22,8 @@ import (
 // client, HAProxy's as the socket peer, and refuse the device outside the
 // allowlist with "not authorised".
 func TestHAProxyMosquitto(t *testing.T) {
-	haproxy := e2e.Require(t, "haproxy")
-	mosq := e2e.Require(t, "mosquitto_pub")
+	bins := e2e.Require(t, "haproxy", "mosquitto_pub")
+	haproxy, mosq := bins[0], bins[1]
 	e := start(t, func(c *Config) { c.Allow = clientip.MustParsePrefixSet("127.0.0.0/26") })
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.pem")

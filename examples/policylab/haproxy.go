@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sourceip/sourceip/trafficpolicy"
+)
+
+// haproxyConfig returns the configuration of the full-proxy load balancer:
+// HAProxy in TCP mode, forwarding to every node's node port from its own
+// address, health-checking each node with option httpchk on checkPort (the
+// healthCheckNodePort under Local, kube-proxy's healthz under Cluster).
+// Frontend "plain" forwards without a PROXY header, frontend "pp" with
+// send-proxy-v2; the pp servers track the plain servers' checks, so each node
+// is checked once. The checks carry no PROXY header: "port" is set, and
+// HAProxy then sends one only with check-send-proxy.
+func haproxyConfig(sock string, checkPort int, t trafficpolicy.Timing, v6 bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `global
+    maxconn 256
+    nbthread 1
+    stats socket %s mode 600 level admin
+
+defaults
+    mode tcp
+    timeout connect 1s
+    timeout client 5s
+    timeout server 5s
+    timeout check %dms
+    retries 0
+
+frontend plain
+    bind %s:%d
+`, sock, t.Timeout.Milliseconds(), vipHAProxy.v4, servicePort)
+	if v6 {
+		fmt.Fprintf(&b, "    bind [%s]:%d\n", vipHAProxy.v6, servicePort)
+	}
+	fmt.Fprintf(&b, `    default_backend plain
+
+frontend pp
+    bind %s:%d
+`, vipHAProxyPP.v4, servicePort)
+	if v6 {
+		fmt.Fprintf(&b, "    bind [%s]:%d\n", vipHAProxyPP.v6, servicePort)
+	}
+	b.WriteString(`    default_backend pp
+
+backend plain
+    balance roundrobin
+    option httpchk
+    http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host policylab
+    http-check expect status 200
+`)
+	for i := 1; i <= numNodes; i++ {
+		fmt.Fprintf(&b, "    server n%d %s check port %d inter %dms fall %d rise %d\n",
+			i, netip.AddrPortFrom(nodeAddr(i).v4, nodePort), checkPort, t.Interval.Milliseconds(), t.Fall, t.Rise)
+	}
+	b.WriteString("\nbackend pp\n    balance roundrobin\n")
+	for i := 1; i <= numNodes; i++ {
+		fmt.Fprintf(&b, "    server n%d %s send-proxy-v2 track plain/n%d\n", i, netip.AddrPortFrom(nodeAddr(i).v4, nodePort), i)
+	}
+	return b.String()
+}
+
+// haproxyProc is a running HAProxy in the load balancer's namespace.
+type haproxyProc struct {
+	cmd    *exec.Cmd
+	sock   string
+	stderr *bytes.Buffer
+	exited chan struct{}
+}
+
+// startHAProxy writes the configuration to dir and starts HAProxy in the
+// foreground (-db) inside ns. It dies with the lab (Pdeathsig) and is stopped
+// by stop.
+func startHAProxy(ctx context.Context, ns netns, dir string, checkPort int, t trafficpolicy.Timing, v6 bool) (*haproxyProc, error) {
+	sock := filepath.Join(dir, "haproxy.sock")
+	os.Remove(sock)
+	cfgPath := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfgPath, []byte(haproxyConfig(sock, checkPort, t, v6)), 0o600); err != nil {
+		return nil, err
+	}
+	h := &haproxyProc{sock: sock, stderr: new(bytes.Buffer), exited: make(chan struct{})}
+	h.cmd = exec.Command("ip", "netns", "exec", string(ns), "haproxy", "-db", "-f", cfgPath)
+	h.cmd.Stdout, h.cmd.Stderr = h.stderr, h.stderr
+	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := h.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("haproxy: %w", err)
+	}
+	go func() {
+		h.cmd.Wait()
+		close(h.exited)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := h.stats(ctx); err == nil {
+			return h, nil
+		}
+		select {
+		case <-h.exited:
+			return nil, fmt.Errorf("haproxy exited: %s", strings.TrimSpace(h.stderr.String()))
+		case <-ctx.Done():
+			h.stop()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			h.stop()
+			return nil, fmt.Errorf("haproxy: stats socket not answering: %s", strings.TrimSpace(h.stderr.String()))
+		}
+	}
+}
+
+// stop terminates HAProxy and waits for it, killing it after a grace period.
+func (h *haproxyProc) stop() {
+	if h == nil || h.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-h.exited:
+		return
+	default:
+	}
+	h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.exited:
+	case <-time.After(2 * time.Second):
+		h.cmd.Process.Kill()
+		<-h.exited
+	}
+}
+
+// haproxyStat is one row of "show stat".
+type haproxyStat struct {
+	Proxy, Server string
+	Status        string // UP, DOWN, "UP 1/2", "no check", OPEN for frontends …
+	Sessions      int    // stot: sessions since start
+}
+
+// stats reads "show stat" from the stats socket (a Unix socket in the file
+// system, so it is reachable from any network namespace).
+func (h *haproxyProc) stats(ctx context.Context) ([]haproxyStat, error) {
+	var d net.Dialer
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c, err := d.DialContext(ctx, "unix", h.sock)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := io.WriteString(c, "show stat\n"); err != nil {
+		return nil, err
+	}
+	raw, err := io.ReadAll(bufio.NewReader(c))
+	if err != nil {
+		return nil, err
+	}
+	return parseStats(raw)
+}
+
+func parseStats(raw []byte) ([]haproxyStat, error) {
+	raw = bytes.TrimPrefix(bytes.TrimSpace(raw), []byte("# "))
+	r := csv.NewReader(bytes.NewReader(raw))
+	r.FieldsPerRecord = -1
+	recs, err := r.ReadAll()
+	if err != nil || len(recs) == 0 {
+		return nil, fmt.Errorf("haproxy: unreadable stats: %v", err)
+	}
+	col := func(name string) int { return slices.Index(recs[0], name) }
+	px, sv, st, stot := col("pxname"), col("svname"), col("status"), col("stot")
+	if px < 0 || sv < 0 || st < 0 || stot < 0 {
+		return nil, fmt.Errorf("haproxy: stats header lacks columns: %v", recs[0])
+	}
+	var out []haproxyStat
+	for _, rec := range recs[1:] {
+		if len(rec) <= max(px, sv, st, stot) {
+			continue
+		}
+		n, _ := strconv.Atoi(rec[stot])
+		out = append(out, haproxyStat{Proxy: rec[px], Server: rec[sv], Status: rec[st], Sessions: n})
+	}
+	return out, nil
+}
+
+// serverStates returns the plain backend's server states by name.
+func (h *haproxyProc) serverStates(ctx context.Context) (map[string]string, error) {
+	rows, err := h.stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string)
+	for _, r := range rows {
+		if r.Proxy == "plain" && r.Server != "BACKEND" && r.Server != "FRONTEND" {
+			out[r.Server] = r.Status
+		}
+	}
+	return out, nil
+}
+
+// frontendSessions returns the session count of frontend name.
+func (h *haproxyProc) frontendSessions(ctx context.Context, name string) (int, error) {
+	rows, err := h.stats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range rows {
+		if r.Proxy == name && r.Server == "FRONTEND" {
+			return r.Sessions, nil
+		}
+	}
+	return 0, fmt.Errorf("haproxy: no frontend %q", name)
+}
+
+// inRotation reports whether a server status means HAProxy sends it
+// traffic: "UP", or "UP 2/3" (up, with failed checks that have not reached
+// fall yet).
+func inRotation(status string) bool { return status == "UP" || strings.HasPrefix(status, "UP ") }
+
+// waitUp waits until exactly the nodes in up are UP in HAProxy and the others
+// DOWN.
+func (h *haproxyProc) waitUp(ctx context.Context, up []string, timeout time.Duration) (map[string]string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		states, err := h.serverStates(ctx)
+		if err == nil {
+			ok := len(states) == numNodes
+			for name, s := range states {
+				if slices.Contains(up, name) != inRotation(s) || !slices.Contains(up, name) && !strings.HasPrefix(s, "DOWN") {
+					ok = false
+				}
+			}
+			if ok {
+				return states, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return states, fmt.Errorf("haproxy: servers %v, want up %v: %v", states, up, err)
+		}
+		select {
+		case <-ctx.Done():
+			return states, ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}

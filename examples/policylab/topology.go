@@ -1,0 +1,32 @@
+package main
+
+import "fmt"
+
+// topology draws the lab for the report.
+func (l *Lab) topology() string {
+	return fmt.Sprintf(`namespaces %[1]s<role>; "sw" holds the two bridges (plain switches, bridge netfilter off)
+
+ c1 192.0.2.11 / 2001:db8:2::11 ──┐
+ c2 192.0.2.12 / 2001:db8:2::12 ──┤ br-ext: 192.0.2.0/24, 2001:db8:2::/64
+                                  │
+                  ext 192.0.2.1 / 2001:db8:2::1
+ ┌ lb ────────────────────────────────────────────────────────────────────┐
+ │ L4 passthrough: DNAT 203.0.113.10:80, [2001:db8:ffff::10]:80           │
+ │   → healthy nodes :%[2]d (-m statistic); members from the prober       │
+ │ HAProxy 2.6, mode tcp: 203.0.113.20 plain, 203.0.113.30 send-proxy-v2  │
+ │   (and 2001:db8:ffff::20, ::30) → nodes :%[2]d, option httpchk         │
+ └────────────────────────────────────────────────────────────────────────┘
+                  int 198.51.100.1 / 2001:db8:100::1
+                                  │ br-int: 198.51.100.0/24, 2001:db8:100::/64
+        ┌─────────────────────────┼─────────────────────────┐
+ n1 198.51.100.11          n2 198.51.100.12          n3 198.51.100.13
+  ├ n1-a 10.244.1.10        └ n2-a 10.244.2.10        └ n3-caller 10.244.3.10
+  └ n1-b 10.244.1.11                                    (a pod, not an endpoint)
+
+ Every node: kube-proxy's rules (iptables and ip6tables) for Service lab/echo: port 80 → pods :8080,
+ nodePort %[2]d, cluster IP 10.96.0.10, the three load-balancer addresses as ingress IPs (ipMode VIP);
+ the Service's health server on :%[3]d (a trafficpolicy.HealthServer), kube-proxy's /healthz on :%[4]d;
+ default route via the lb. Pods have IPv4 and IPv6 addresses (10.244.N.0/24, fd00:10:244:N::/64),
+ each a /32 (/128) route over its own veth; the node answers for 10.244.N.1 on every pod veth.
+`, l.prefix, nodePort, healthCheckNodePort, proxyHealthzPort)
+}
