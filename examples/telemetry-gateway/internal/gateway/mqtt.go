@@ -155,15 +155,21 @@ func (h *hook) Provides(b byte) bool {
 
 // OnConnect resolves nothing itself: the middleware listener resolved the
 // connection's chain when it was accepted. It collects every layer, applies
-// the allowlist, writes the connection's log line, and refuses with
+// the allowlist (and, for a device with a client certificate, requires the
+// client id to be the certificate's common name), writes the connection's
+// log line, and refuses with
 // CONNACK "not authorized" (MQTT 5 reason code 0x87, 3.1.1 return code 5).
 // mochi sends no CONNACK when OnConnect fails, so the hook sends it.
 func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	g := h.g
 	c := Connection{ClientID: cl.ID, MQTTVersion: cl.Properties.ProtocolVersion}
+	certCN, hasCert := "", false
 	if info, ok := chain.InfoFromConn(cl.Net.Conn); ok {
 		info.MarkConnected()
 		c.Conn, c.Facts, c.ServerName, c.TLSVersion, c.Subject = info.ID, info.Facts, info.ServerName, info.State.Version, info.Subject()
+		if len(info.State.PeerCertificates) > 0 {
+			certCN, hasCert = info.State.PeerCertificates[0].Subject.CommonName, true
+		}
 	}
 	c.Result, c.ResolveErr = middleware.ResultFromConn(cl.Net.Conn)
 	ctx := context.Background()
@@ -174,7 +180,13 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 		g.masq.warn(c.Result.Client, "mqtt")
 		g.met.masqueraded(ctx, "mqtt")
 	}
-	if err := g.admit(c.Result, c.ResolveErr); err != nil {
+	err := g.admit(c.Result, c.ResolveErr)
+	if err == nil && hasCert && certCN != cl.ID {
+		// A device that proves who it is must not speak for another: its
+		// readings' ids are (client id, seq).
+		err = fmt.Errorf("client id %q is not the client certificate's common name %q", cl.ID, certCN)
+	}
+	if err != nil {
 		code := packets.ErrNotAuthorized
 		if c.MQTTVersion < 5 {
 			code = packets.Err3NotAuthorized

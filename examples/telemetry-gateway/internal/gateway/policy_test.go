@@ -245,3 +245,28 @@ func TestSinkFailureIsNeverAcknowledged(t *testing.T) {
 		}
 	}
 }
+
+// TestCertificateBindsClientID: a device that presents a client certificate
+// may only use its common name as client id (and so as device name).
+func TestCertificateBindsClientID(t *testing.T) {
+	e := start(t, nil)
+	cert, err := e.ca.Client("meter-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.device("meter-2", 5, 2, "127.0.0.47:4700")
+	cfg.TLS.Certificates = []tls.Certificate{cert}
+	_, err = device.Connect(t.Context(), cfg)
+	var ce *device.ConnectError
+	if !errors.As(err, &ce) || ce.Code != 0x87 {
+		t.Errorf("client id other than the certificate's CN: %v, want CONNACK 0x87", err)
+	}
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "meter-2", "outcome": "refused",
+		"tls_subject": "CN=meter-1", "reason": "client id \"meter-2\" is not the client certificate's common name \"meter-1\""})
+	cfg.ID = "meter-1"
+	c, err := device.Connect(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
