@@ -1,0 +1,416 @@
+// Package gateway is the telemetry gateway: an embedded MQTT broker
+// (mochi-mqtt) behind a listener chain that reads PROXY headers only from
+// trusted load balancers, terminates TLS with a deadline and waits for
+// CONNECT with a deadline; an HTTP ingest endpoint behind chi and the
+// sourceip middleware; and an admin server with readiness, liveness and
+// Prometheus metrics. Every accepted reading goes to a durable sink with the
+// provenance of its sender before it is acknowledged.
+//
+// For one MQTT device the data flow is:
+//
+//	TCP accept ─► proxyproto.Listener (trusted LB? read PROXY header with timeout)
+//	           ─► middleware.NewListener (clientip resolves the chain once)
+//	           ─► chain.Listener: TLS handshake (deadline; SNI, client cert)
+//	           ─► mochi: CONNECT (deadline) ─► OnConnect: allowlist, one log line
+//	           ─► PUBLISH ─► OnPublish: rate limit, validate, sink (fsync) ─► PUBACK
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/limiter"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/sourceip/sourceip/middleware"
+	"github.com/sourceip/sourceip/proxyproto"
+	"github.com/sourceip/sourceip/trafficpolicy"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// Config configures a Gateway. Addresses are host:port; port 0 picks one.
+type Config struct {
+	// MQTTAddr is the MQTT-over-TLS listener. Required.
+	MQTTAddr string
+	// HTTPAddr is the HTTP ingest listener; "" disables HTTP ingest.
+	HTTPAddr string
+	// AdminAddr serves /livez, /readyz and /metrics; "" disables it.
+	AdminAddr string
+
+	// ProxyTrusted are the load balancers that must send a PROXY header;
+	// a header from anyone else is refused. Empty: no header is accepted and
+	// every client is its socket peer.
+	ProxyTrusted clientip.PrefixSet
+	// ProxyHeaderless lets trusted load balancers connect without a header
+	// (TCP health checks); such connections never name a client and are
+	// refused at CONNECT.
+	ProxyHeaderless proxyproto.HeaderlessPolicy
+	// ProxyHeaderTimeout bounds the PROXY header read; zero is proxyproto's
+	// default.
+	ProxyHeaderTimeout time.Duration
+
+	// HTTPTrusted and HTTPHeader are the trusted-proxy chain for HTTP ingest
+	// (the ingress controllers and the header they append).
+	HTTPTrusted clientip.PrefixSet
+	HTTPHeader  string
+	// Masquerade are node addresses that stand in for clients
+	// (externalTrafficPolicy: Cluster).
+	Masquerade clientip.PrefixSet
+	// Allow, when not empty, admits only clients resolved inside it, on both
+	// MQTT and HTTP; masqueraded and unresolved clients are then refused too.
+	Allow clientip.PrefixSet
+
+	// TLS is the MQTT server's TLS configuration. Required.
+	TLS *tls.Config
+	// HandshakeTimeout and ConnectTimeout bound the TLS handshake and the
+	// wait for CONNECT; zero means the chain package's defaults.
+	HandshakeTimeout, ConnectTimeout time.Duration
+
+	// Sink configures the durable sink (Path is required); New opens it and
+	// Shutdown closes it.
+	Sink sink.Config
+	// MaxPayload bounds a reading; zero means reading.DefaultMaxBytes.
+	MaxPayload int
+	// TopicPrefix is the topic space devices may publish to; "" means
+	// "telemetry/".
+	TopicPrefix string
+
+	// RateLimit is the readings per second one client may send (0: no
+	// limit), RateBurst the bucket size, and RateMaxWait how long a
+	// publisher is slowed down before it is refused.
+	RateLimit   float64
+	RateBurst   int
+	RateMaxWait time.Duration
+
+	// MasqueradeWarnEvery is how often the warning about one masquerading
+	// node is repeated; zero means a minute.
+	MasqueradeWarnEvery time.Duration
+
+	// KubeHealthAddr, when set, serves a kube-proxy-compatible health check
+	// (trafficpolicy.HealthServer) for node-local deployments, accepting an
+	// optional PROXY header; KubeService is its "namespace/name" and
+	// KubeEndpoint the endpoint it reports ready (zero: the MQTT address).
+	KubeHealthAddr string
+	KubeService    string
+	KubeEndpoint   netip.AddrPort
+
+	// Logger receives the gateway's lines; nil means slog.Default().
+	Logger *slog.Logger
+	// MochiLogLevel is the lowest level of mochi's own lines that is passed
+	// on; the gateway logs every event that matters itself. Zero is Info;
+	// use slog.LevelError+1 to silence mochi.
+	MochiLogLevel slog.Level
+	// MeterProvider receives the gateway's metrics; nil means none.
+	MeterProvider metric.MeterProvider
+	// Metrics, when set, is served on /metrics of the admin server.
+	Metrics http.Handler
+	// Observer is told of every resolution and refusal, for MQTT and HTTP
+	// (the middleware's Observer; otelsourceip implements it), and of every
+	// connection the PROXY listener refuses when it also has a method
+	// ObserveProxyRejection(proxyproto.Rejection).
+	Observer middleware.Observer
+	// OnConnection, when set, is called with every MQTT connection's record
+	// after its log line (accepted or refused); OnFailure with every
+	// connection that failed before CONNECT. For the demo and tests.
+	OnConnection func(Connection)
+	OnFailure    func(chain.Failure)
+}
+
+// Gateway is a running telemetry gateway.
+type Gateway struct {
+	cfg     Config
+	log     *slog.Logger
+	met     *instruments
+	mqttRes *clientip.Resolver
+	httpRes *clientip.Resolver
+	allow   *middleware.SourceRanges // nil: allow all resolved clients
+	buckets *limiter.Buckets
+	masq    *masqWarner
+	sink    *sink.Sink
+
+	srv       *mqtt.Server
+	srvClose  func()
+	proxyLn   *proxyproto.Listener
+	chainLn   *chain.Listener
+	hook      *hook
+	httpSrv   *http.Server
+	httpLn    net.Listener
+	adminSrv  *http.Server
+	adminLn   net.Listener
+	kubeSrv   *http.Server
+	kubeLn    net.Listener
+	endpoints *trafficpolicy.Registry
+	kubeEP    netip.AddrPort
+
+	draining atomic.Bool
+	started  atomic.Bool
+	shutdown sync.Once
+	wg       sync.WaitGroup
+}
+
+// New validates cfg and builds a Gateway; Start binds and serves.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.MQTTAddr == "" || cfg.TLS == nil || cfg.Sink.Path == "" {
+		return nil, errors.New("gateway: MQTTAddr, TLS and Sink.Path are required")
+	}
+	if cfg.TopicPrefix == "" {
+		cfg.TopicPrefix = "telemetry/"
+	}
+	if cfg.MasqueradeWarnEvery <= 0 {
+		cfg.MasqueradeWarnEvery = time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = noop.NewMeterProvider()
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger}
+	var err error
+	if g.met, err = newInstruments(cfg.MeterProvider); err != nil {
+		return nil, err
+	}
+	// The MQTT chain: the load balancers are the only trusted hops, and
+	// they speak PROXY protocol.
+	if g.mqttRes, err = clientip.New(clientip.Config{TrustedProxies: cfg.ProxyTrusted, Masquerade: cfg.Masquerade}); err != nil {
+		return nil, fmt.Errorf("gateway: MQTT resolver: %w", err)
+	}
+	if cfg.HTTPAddr != "" {
+		if g.httpRes, err = clientip.New(clientip.Config{TrustedProxies: cfg.HTTPTrusted, Header: cfg.HTTPHeader, Masquerade: cfg.Masquerade}); err != nil {
+			return nil, fmt.Errorf("gateway: HTTP resolver: %w", err)
+		}
+	}
+	if cfg.Allow.Len() > 0 {
+		if g.allow, err = middleware.NewSourceRanges(middleware.SourceRangesConfig{Allow: cfg.Allow, Observer: cfg.Observer}); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.RateLimit > 0 {
+		g.buckets = &limiter.Buckets{Rate: cfg.RateLimit, Burst: max(cfg.RateBurst, 1)}
+	}
+	g.masq = &masqWarner{every: cfg.MasqueradeWarnEvery, log: g.log, seen: make(map[netip.Addr]*masqState)}
+	sc := cfg.Sink
+	if next := sc.OnCommit; next != nil {
+		sc.OnCommit = func(n, b int, d time.Duration, err error) { g.met.onCommit(n, b, d, err); next(n, b, d, err) }
+	} else {
+		sc.OnCommit = g.met.onCommit
+	}
+	if g.sink, err = sink.Open(sc); err != nil {
+		return nil, fmt.Errorf("gateway: sink: %w", err)
+	}
+	if st := g.sink.Stats(); st.TornBytes > 0 {
+		g.log.Warn("sink: cut a torn last line left by a crash (it was never acknowledged)", "path", sc.Path, "bytes", st.TornBytes)
+	}
+	return g, nil
+}
+
+// Sink returns the gateway's sink, for its statistics.
+func (g *Gateway) Sink() *sink.Sink { return g.sink }
+
+// Start binds every listener and starts serving. The addresses are known
+// when it returns.
+func (g *Gateway) Start() error {
+	if err := g.startMQTT(); err != nil {
+		g.sink.Close()
+		return err
+	}
+	if g.cfg.HTTPAddr != "" {
+		if err := g.startHTTP(); err != nil {
+			g.stopAll(context.Background())
+			return err
+		}
+	}
+	if g.cfg.KubeHealthAddr != "" {
+		if err := g.startKubeHealth(); err != nil {
+			g.stopAll(context.Background())
+			return err
+		}
+	}
+	if g.cfg.AdminAddr != "" {
+		if err := g.startAdmin(); err != nil {
+			g.stopAll(context.Background())
+			return err
+		}
+	}
+	g.started.Store(true)
+	if g.endpoints != nil {
+		g.endpoints.Set(g.kubeEP, trafficpolicy.EndpointReady)
+	}
+	g.log.Info("gateway started", "mqtt", g.MQTTAddr(), "http", g.HTTPAddr(), "admin", g.AdminAddr(),
+		"kube_health", g.KubeHealthAddr(), "proxy_trusted", g.cfg.ProxyTrusted.String(),
+		"http_trusted", g.cfg.HTTPTrusted.String(), "http_header", g.cfg.HTTPHeader,
+		"masquerade", g.cfg.Masquerade.String(), "allow", g.cfg.Allow.String())
+	return nil
+}
+
+func (g *Gateway) startMQTT() error {
+	tcp, err := net.Listen("tcp", g.cfg.MQTTAddr)
+	if err != nil {
+		return fmt.Errorf("gateway: MQTT listener: %w", err)
+	}
+	g.proxyLn, err = proxyproto.NewListener(tcp, proxyproto.Config{
+		TrustedUpstreams:  g.cfg.ProxyTrusted,
+		Headerless:        g.cfg.ProxyHeaderless,
+		ReadHeaderTimeout: g.cfg.ProxyHeaderTimeout,
+		OnReject:          g.onProxyReject,
+	})
+	if err != nil {
+		tcp.Close()
+		return fmt.Errorf("gateway: PROXY listener: %w", err)
+	}
+	g.chainLn, err = chain.New(chain.Config{
+		ID:               "mqtts",
+		Inner:            middleware.NewListener(g.proxyLn, g.mqttRes),
+		TLS:              g.cfg.TLS,
+		HandshakeTimeout: g.cfg.HandshakeTimeout,
+		ConnectTimeout:   g.cfg.ConnectTimeout,
+		OnFailure:        g.onChainFailure,
+	})
+	if err != nil {
+		g.proxyLn.Close()
+		return err
+	}
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.MinimumProtocolVersion = 4 // MQTT 3.1.1 and 5
+	caps.MaximumPacketSize = uint32(max(g.cfg.MaxPayload, 64<<10) + 4096)
+	caps.MaximumSessionExpiryInterval = 3600
+	caps.RetainAvailable = 0 // ingest only: nobody may subscribe
+	g.srv = mqtt.New(&mqtt.Options{
+		Capabilities: caps,
+		Logger:       slog.New(&mochiLogFilter{next: g.log.With("component", "mochi").Handler(), min: g.cfg.MochiLogLevel}),
+	})
+	g.srvClose = sync.OnceFunc(func() { _ = g.srv.Close() }) // Close panics when called twice
+	g.hook = &hook{g: g}
+	if err := g.srv.AddHook(g.hook, nil); err != nil {
+		g.proxyLn.Close()
+		return err
+	}
+	if err := g.srv.AddListener(g.chainLn); err != nil {
+		g.proxyLn.Close()
+		return err
+	}
+	return g.srv.Serve()
+}
+
+// MQTTAddr returns the MQTT listener's address.
+func (g *Gateway) MQTTAddr() string {
+	if g.proxyLn == nil {
+		return ""
+	}
+	return g.proxyLn.Addr().String()
+}
+
+// HTTPAddr returns the HTTP ingest address, or "".
+func (g *Gateway) HTTPAddr() string { return addrOf(g.httpLn) }
+
+// AdminAddr returns the admin server's address, or "".
+func (g *Gateway) AdminAddr() string { return addrOf(g.adminLn) }
+
+// KubeHealthAddr returns the kube-proxy-compatible health server's address, or "".
+func (g *Gateway) KubeHealthAddr() string { return addrOf(g.kubeLn) }
+
+func addrOf(l net.Listener) string {
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
+}
+
+// Ready returns nil when the gateway should get new connections: started,
+// not draining, and the sink accepting records.
+func (g *Gateway) Ready() error {
+	switch {
+	case !g.started.Load():
+		return errors.New("not started")
+	case g.draining.Load():
+		return errors.New("draining")
+	}
+	if err := g.sink.Healthy(); err != nil {
+		return fmt.Errorf("sink: %w", err)
+	}
+	return nil
+}
+
+// Shutdown drains the gateway: it reports not ready (and the endpoint as
+// terminating to load balancers), waits drainDelay so they stop sending new
+// connections, disconnects MQTT clients (MQTT 5 clients get "server shutting
+// down"), lets HTTP requests in flight finish, commits every record already
+// accepted, and closes the sink. Readings that were being written when their
+// client was disconnected are on disk but unacknowledged; the device sends
+// them again and the sink recognises them. Shutdown returns when ctx is done
+// at the latest.
+func (g *Gateway) Shutdown(ctx context.Context, drainDelay time.Duration) error {
+	var err error
+	g.shutdown.Do(func() {
+		g.draining.Store(true)
+		if g.endpoints != nil {
+			g.endpoints.Set(g.kubeEP, trafficpolicy.EndpointTerminating)
+		}
+		g.log.Info("gateway draining", "delay", drainDelay)
+		if drainDelay > 0 {
+			select {
+			case <-time.After(drainDelay):
+			case <-ctx.Done():
+			}
+		}
+		err = g.stopAll(ctx)
+		st := g.sink.Stats()
+		g.log.Info("gateway stopped", "records", st.Records, "duplicates", st.Duplicates, "batches", st.Batches, "error", err)
+	})
+	return err
+}
+
+func (g *Gateway) stopAll(ctx context.Context) error {
+	var errs []error
+	done := make(chan struct{})
+	go func() { g.stopMQTT(); close(done) }()
+	if g.httpSrv != nil {
+		errs = append(errs, g.httpSrv.Shutdown(ctx))
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("MQTT shutdown: %w", ctx.Err()))
+	}
+	if err := g.sink.Close(); err != nil && !errors.Is(err, sink.ErrClosed) {
+		errs = append(errs, fmt.Errorf("sink: %w", err))
+	}
+	if g.kubeSrv != nil {
+		errs = append(errs, g.kubeSrv.Close())
+	}
+	if g.adminSrv != nil {
+		errs = append(errs, g.adminSrv.Close())
+	}
+	g.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (g *Gateway) stopMQTT() {
+	if g.srvClose != nil {
+		g.srvClose()
+	} else if g.proxyLn != nil {
+		g.proxyLn.Close()
+	}
+}
+
+func (g *Gateway) serve(srv *http.Server, ln net.Listener) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			g.log.Error("server stopped", "addr", ln.Addr().String(), "error", err)
+		}
+	}()
+}

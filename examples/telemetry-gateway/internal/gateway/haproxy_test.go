@@ -1,0 +1,149 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/internal/e2e"
+)
+
+// TestHAProxyMosquitto: Debian's mosquitto_pub over TLS through a real
+// HAProxy 2.6 that connects to the gateway from 127.0.0.200 with
+// send-proxy-v2. The gateway must log the device's own 127.x address as the
+// client, HAProxy's as the socket peer, and refuse the device outside the
+// allowlist with "not authorised".
+func TestHAProxyMosquitto(t *testing.T) {
+	bins := e2e.Require(t, "haproxy", "mosquitto_pub")
+	haproxy, mosq := bins[0], bins[1]
+	e := start(t, func(c *Config) { c.Allow = clientip.MustParsePrefixSet("127.0.0.0/26") })
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, e.ca.PEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	front := startHAProxy(t, haproxy, dir, e.g.MQTTAddr())
+
+	tests := []struct {
+		id, from, version string
+		refused           bool
+	}{
+		{"mosq-311", "127.0.0.31", "mqttv311", false},
+		{"mosq-5", "127.0.0.32", "mqttv5", false},
+		{"mosq-far", "127.0.0.99", "mqttv5", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_, port, _ := net.SplitHostPort(front)
+			out, err := exec.CommandContext(ctx, mosq, "-h", "127.0.0.1", "-p", port, "--cafile", caFile, "-A", tt.from,
+				"-V", tt.version, "-i", tt.id, "-t", "telemetry/"+tt.id, "-q", "1", "-d",
+				"-m", fmt.Sprintf(`{"device":%q,"seq":1,"values":{"temp":20.5}}`, tt.id)).CombinedOutput()
+			if tt.refused {
+				if err == nil || !strings.Contains(strings.ToLower(string(out)), "not authori") {
+					t.Errorf("mosquitto_pub from %s: %v\n%s", tt.from, err, out)
+				}
+			} else if err != nil || !strings.Contains(string(out), "received PUBACK") {
+				t.Fatalf("mosquitto_pub: %v\n%s", err, out)
+			}
+			want := map[string]string{
+				"msg": "mqtt connection", "client_id": tt.id, "client": tt.from, "client_source": "proxy-protocol",
+				"socket_peer": "127.0.0.200:*", "proxy": "v2 proxy", "proxy_source": tt.from + ":*", "proxy_destination": front,
+				"tls_sni": "127.0.0.1", // libmosquitto sends the IP literal as SNI
+				"outcome": map[bool]string{false: "accepted", true: "refused"}[tt.refused],
+			}
+			if tt.refused {
+				want["connack"] = "0x87"
+			}
+			e.logs.wait(t, 5*time.Second, want)
+		})
+	}
+	if s := e.summary(t); s.Unique != 2 || s.Count["mosq-311/1"] != 1 || s.Count["mosq-5/1"] != 1 {
+		t.Errorf("sink %+v", s)
+	}
+}
+
+// startHAProxy runs HAProxy in the foreground in front of backend and returns
+// its frontend address.
+func startHAProxy(t *testing.T, bin, dir, backend string) string {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		front := freeAddr(t)
+		cfg := fmt.Sprintf(`global
+    nbthread 1
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+frontend mqtts
+    bind %s
+    default_backend gateway
+backend gateway
+    source 127.0.0.200
+    server gw1 %s send-proxy-v2
+`, front, backend)
+		path := filepath.Join(dir, "haproxy.cfg")
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		cmd := exec.Command(bin, "-db", "-f", path)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		if waitListening(front, exited, 5*time.Second) {
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				<-exited
+			})
+			return front
+		}
+		cmd.Process.Kill()
+		<-exited
+		if attempt == 2 {
+			t.Fatalf("haproxy did not start:\n%s", out.String())
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitListening reports whether addr accepts connections before the process
+// exits or d passes, polling every 20ms.
+func waitListening(addr string, exited <-chan struct{}, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return false
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}

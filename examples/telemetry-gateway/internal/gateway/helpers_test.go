@@ -1,0 +1,195 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+)
+
+// lbAddr is the address test load balancers connect from.
+var lbAddr = netip.MustParseAddr("127.0.0.200")
+
+// logs captures the gateway's JSON log lines and lets tests wait for one.
+type logs struct {
+	mu      sync.Mutex
+	lines   []map[string]any
+	raw     bytes.Buffer
+	changed chan struct{}
+}
+
+func newLogs() *logs { return &logs{changed: make(chan struct{})} }
+
+func (l *logs) Write(p []byte) (int, error) {
+	var m map[string]any
+	if err := json.Unmarshal(p, &m); err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	l.lines = append(l.lines, m)
+	l.raw.Write(p)
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+	return len(p), nil
+}
+
+// match reports whether line has every field of want (values compared as
+// strings; a want value ending in "*" is a prefix).
+func match(line map[string]any, want map[string]string) bool {
+	for k, v := range want {
+		got, ok := line[k]
+		if !ok {
+			return false
+		}
+		gs := fmt.Sprint(got)
+		if p, ok := strings.CutSuffix(v, "*"); ok {
+			if !strings.HasPrefix(gs, p) {
+				return false
+			}
+		} else if gs != v {
+			return false
+		}
+	}
+	return true
+}
+
+// wait returns the first line matching want, waiting up to d.
+func (l *logs) wait(t *testing.T, d time.Duration, want map[string]string) map[string]any {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		l.mu.Lock()
+		for _, line := range l.lines {
+			if match(line, want) {
+				l.mu.Unlock()
+				return line
+			}
+		}
+		ch := l.changed
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			t.Fatalf("no log line matching %v within %v; log:\n%s", want, d, l.raw.String())
+			return nil
+		}
+	}
+}
+
+func (l *logs) all(want map[string]string) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range l.lines {
+		if match(line, want) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+type env struct {
+	g    *Gateway
+	logs *logs
+	ca   *pki.CA
+	sink string
+}
+
+// start runs a gateway on loopback that trusts lbAddr as its load balancer,
+// with cfg adjusted by mutate.
+func start(t *testing.T, mutate func(*Config)) *env {
+	t.Helper()
+	ca, err := pki.NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.Server("gateway.test", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{logs: newLogs(), ca: ca, sink: filepath.Join(t.TempDir(), "telemetry.jsonl")}
+	cfg := Config{
+		MQTTAddr:     "127.0.0.1:0",
+		ProxyTrusted: clientip.MustParsePrefixSet(lbAddr.String()),
+		TLS: &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: ca.Pool(),
+			ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12},
+		HandshakeTimeout: 2 * time.Second,
+		ConnectTimeout:   2 * time.Second,
+		Sink:             sink.Config{Path: e.sink},
+		Logger:           slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	if e.g, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.g.Shutdown(ctx, 0); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return e
+}
+
+// device returns a device configuration that connects to the gateway from
+// the load balancer's address with a PROXY header claiming src.
+func (e *env) device(id string, version byte, proxy uint8, src string) device.Config {
+	return device.Config{
+		ID: id, Version: version, Addr: e.g.MQTTAddr(),
+		Local: lbAddr, Proxy: proxy, Claim: netip.MustParseAddrPort(src),
+		TLS:     &tls.Config{RootCAs: e.ca.Pool(), ServerName: "gateway.test"},
+		Timeout: 5 * time.Second,
+	}
+}
+
+func (e *env) summary(t *testing.T) sink.Summary {
+	t.Helper()
+	s, err := sink.SummarizeFile(e.sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// records reads the sink's records.
+func (e *env) records(t *testing.T) []sink.Record {
+	t.Helper()
+	b, err := readFile(e.sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []sink.Record
+	for _, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var r sink.Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("sink line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}

@@ -1,0 +1,316 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/limiter"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/reading"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/sourceip/sourceip/middleware"
+	"github.com/sourceip/sourceip/trafficpolicy"
+)
+
+// reqLog collects what one HTTP request's log line says; handlers further in
+// fill it through the request context.
+type reqLog struct {
+	res      clientip.Result
+	resErr   error // from the resolver
+	err      error // from the policy
+	resolved bool
+	status   int
+	device   string
+	id       string
+	dup      bool
+	problem  string
+}
+
+type reqLogKey struct{}
+
+func logOf(r *http.Request) *reqLog {
+	l, _ := r.Context().Value(reqLogKey{}).(*reqLog)
+	if l == nil {
+		l = new(reqLog)
+	}
+	return l
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// accessLog writes one line per request with every layer the resolver saw.
+func (g *Gateway) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		l := new(reqLog)
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), reqLogKey{}, l)))
+		as := make([]slog.Attr, 0, 20)
+		as = append(as, slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", sw.status),
+			slog.Duration("duration", time.Since(start)), slog.String("socket_peer", r.RemoteAddr))
+		if l.resolved {
+			as = appendResult(as, l.res, l.resErr, l.err)
+		}
+		if l.device != "" {
+			as = append(as, slog.String("device", l.device))
+		}
+		if l.id != "" {
+			as = append(as, slog.String("id", l.id), slog.Bool("duplicate", l.dup))
+		}
+		if l.problem != "" {
+			as = append(as, slog.String("error", l.problem))
+		}
+		level := slog.LevelInfo
+		if sw.status >= 400 || l.res.Masqueraded {
+			level = slog.LevelWarn
+		}
+		g.log.LogAttrs(r.Context(), level, "http request", as...)
+	})
+}
+
+// captureResult copies the middleware's Result into the request's log line
+// and warns about masqueraded clients.
+func (g *Gateway) captureResult(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l := logOf(r)
+		l.res, l.resolved = clientip.FromContext(r.Context())
+		if l.res.Masqueraded {
+			l.resErr = clientip.ErrMasqueraded
+			g.masq.warn(l.res.Client, "http")
+			g.met.masqueraded(r.Context(), "http")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (g *Gateway) httpError(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	logOf(r).problem = msg
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func (g *Gateway) router() (http.Handler, error) {
+	resolve, err := middleware.New(middleware.Config{
+		Resolver: g.httpRes,
+		Observer: g.cfg.Observer,
+		OnError: func(w http.ResponseWriter, r *http.Request, res clientip.Result, err error) {
+			l := logOf(r)
+			l.res, l.resErr, l.resolved = res, err, true
+			g.httpError(w, r, http.StatusBadRequest, "cannot tell who the client is: "+middleware.OutcomeOf(err).String())
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := chi.NewRouter()
+	r.Use(g.accessLog, resolve, g.captureResult)
+	if g.allow != nil {
+		sr, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{
+			Allow:    g.cfg.Allow,
+			Observer: g.cfg.Observer,
+			OnDeny: func(w http.ResponseWriter, r *http.Request, res clientip.Result, err error) {
+				logOf(r).err = err
+				g.met.message(r.Context(), "http", "refused")
+				g.httpError(w, r, http.StatusForbidden, "client not allowed: "+middleware.OutcomeOf(err).String())
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		r.Use(sr.Handler)
+	}
+	r.Post("/v1/telemetry", g.ingest)
+	r.Get("/v1/whoami", g.whoami)
+	return r, nil
+}
+
+func (g *Gateway) startHTTP() error {
+	h, err := g.router()
+	if err != nil {
+		return err
+	}
+	if g.httpLn, err = net.Listen("tcp", g.cfg.HTTPAddr); err != nil {
+		return fmt.Errorf("gateway: HTTP listener: %w", err)
+	}
+	g.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	g.serve(g.httpSrv, g.httpLn)
+	return nil
+}
+
+// ingest accepts one reading: 201 when written, 200 when it was already
+// durable (a retry), 400 with the reason when it is not a valid reading,
+// 413 when too large, 429 when the client is over its rate, 503 when the
+// sink cannot take it. Nothing is written unless the whole body is valid.
+func (g *Gateway) ingest(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	l := logOf(r)
+	limit := g.cfg.MaxPayload
+	if limit <= 0 {
+		limit = reading.DefaultMaxBytes
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			g.met.message(ctx, "http", "invalid")
+			g.httpError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("%v: limit %d bytes", reading.ErrTooLarge, limit))
+			return
+		}
+		g.httpError(w, r, http.StatusBadRequest, "reading the body: "+err.Error())
+		return
+	}
+	rd, err := reading.Parse(body, limit)
+	if err != nil {
+		g.met.message(ctx, "http", "invalid")
+		g.httpError(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	l.device, l.id = rd.Device, rd.Key()
+	res := l.res
+	key := limiter.Key{Prefix: clientip.RateLimitKey(res.Client)}
+	if res.Masqueraded {
+		key.Identity = rd.Device // not the node as a whole: see README
+	}
+	if wait, ok := g.buckets.ReserveAt(key, time.Now(), 0); !ok {
+		g.met.message(ctx, "http", "rate_limited")
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		g.httpError(w, r, http.StatusTooManyRequests, "rate limit exceeded")
+		return
+	}
+	prov := sink.Provenance{Source: res.Source.String(), Masqueraded: res.Masqueraded, Header: res.Header}
+	if res.Client.IsValid() {
+		prov.Client = res.Client.String()
+	}
+	if res.Via.IsValid() {
+		prov.Via = res.Via.String()
+	}
+	if res.Peer.IsValid() {
+		prov.Peer = res.Peer.String()
+	}
+	if res.Proxy.IsValid() {
+		prov.ProxySource = res.Proxy.String()
+	}
+	rec := &sink.Record{ID: rd.Key(), Device: rd.Device, Seq: rd.Seq, Received: time.Now().UTC(), Protocol: "http", Payload: rd.Compact, Provenance: prov}
+	out, err := g.sink.Append(ctx, rec)
+	if err != nil {
+		g.met.message(ctx, "http", "sink_error")
+		g.log.Error("sink append failed", "id", rec.ID, "error", err)
+		g.httpError(w, r, http.StatusServiceUnavailable, "the reading could not be stored; retry")
+		return
+	}
+	l.dup = out.Duplicate
+	code := http.StatusCreated
+	if out.Duplicate {
+		code = http.StatusOK
+		g.met.message(ctx, "http", "duplicate")
+	} else {
+		g.met.message(ctx, "http", "accepted")
+	}
+	writeJSON(w, code, map[string]any{"id": rec.ID, "duplicate": out.Duplicate})
+}
+
+// whoami answers with what the gateway sees of the caller, layer by layer.
+func (g *Gateway) whoami(w http.ResponseWriter, r *http.Request) {
+	res := logOf(r).res
+	out := map[string]any{"socket_peer": r.RemoteAddr, "client_source": res.Source.String(), "masqueraded": res.Masqueraded}
+	if res.Client.IsValid() {
+		out["client"] = res.Client.String()
+	}
+	if res.Header != "" {
+		out["header"] = res.Header
+	}
+	if res.Via.IsValid() {
+		out["via"] = res.Via.String()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (g *Gateway) startAdmin() error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"live": true})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := g.Ready(); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ready": true})
+	})
+	if g.cfg.Metrics != nil {
+		mux.Handle("GET /metrics", g.cfg.Metrics)
+	}
+	var err error
+	if g.adminLn, err = net.Listen("tcp", g.cfg.AdminAddr); err != nil {
+		return fmt.Errorf("gateway: admin listener: %w", err)
+	}
+	g.adminSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	g.serve(g.adminSrv, g.adminLn)
+	return nil
+}
+
+// startKubeHealth serves a kube-proxy-compatible healthCheckNodePort answer
+// for this gateway alone (hostNetwork or node-local deployments behind a
+// load balancer that probes it), accepting an optional PROXY header as AWS
+// NLB health checks with proxy protocol send.
+func (g *Gateway) startKubeHealth() error {
+	ns, name, ok := strings.Cut(g.cfg.KubeService, "/")
+	if !ok || ns == "" || name == "" {
+		return fmt.Errorf("gateway: kube health service %q: want namespace/name", g.cfg.KubeService)
+	}
+	g.endpoints = new(trafficpolicy.Registry)
+	g.kubeEP = g.cfg.KubeEndpoint
+	if !g.kubeEP.IsValid() {
+		g.kubeEP, _ = netip.ParseAddrPort(g.MQTTAddr())
+	}
+	hs, err := trafficpolicy.NewHealthServer(trafficpolicy.HealthConfig{
+		Namespace: ns, Name: name, Endpoints: g.endpoints,
+		ProxyHealthy: func() bool { return g.Ready() == nil },
+	})
+	if err != nil {
+		return err
+	}
+	tcp, err := net.Listen("tcp", g.cfg.KubeHealthAddr)
+	if err != nil {
+		return fmt.Errorf("gateway: kube health listener: %w", err)
+	}
+	g.kubeLn = trafficpolicy.OptionalProxyHeader(tcp, 0)
+	g.kubeSrv = &http.Server{Handler: hs, ReadHeaderTimeout: 5 * time.Second}
+	g.serve(g.kubeSrv, g.kubeLn)
+	return nil
+}

@@ -1,0 +1,202 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
+	"github.com/sourceip/sourceip/proxyproto"
+)
+
+// TestMQTTEveryLayer connects real paho clients (MQTT 3.1.1 and 5) over TLS
+// through a PROXY v1 and v2 front and checks that the connection's log line
+// names the device as the client (from the PROXY header) and the load
+// balancer as the socket peer, and that every reading reaches the sink with
+// that provenance.
+func TestMQTTEveryLayer(t *testing.T) {
+	e := start(t, nil)
+	i := 0
+	for _, version := range []byte{4, 5} {
+		for _, proxy := range []uint8{1, 2} {
+			i++
+			name := fmt.Sprintf("mqtt%d-proxy-v%d", version, proxy)
+			t.Run(name, func(t *testing.T) {
+				id := fmt.Sprintf("dev%d", i)
+				src := fmt.Sprintf("127.0.0.%d:%d", 10+i, 40000+i)
+				cfg := e.device(id, version, proxy, src)
+				if i == 4 { // one device presents a client certificate
+					cert, err := e.ca.Client(id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cfg.TLS.Certificates = []tls.Certificate{cert}
+				}
+				c, err := device.Connect(t.Context(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for seq := range 3 {
+					if err := c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading(id, uint64(seq), 20)); err != nil {
+						t.Fatalf("publish %d: %v", seq, err)
+					}
+				}
+				c.Close()
+				line := e.logs.wait(t, 5*time.Second, map[string]string{"msg": "mqtt connection", "client_id": id})
+				want := map[string]string{
+					"outcome": "accepted", "client": netip.MustParseAddrPort(src).Addr().String(), "client_source": "proxy-protocol",
+					"socket_peer": lbAddr.String() + ":*", "proxy_source": src, "proxy_destination": e.g.MQTTAddr(),
+					"proxy": fmt.Sprintf("v%d proxy", proxy), "tls_sni": "gateway.test", "masqueraded": "false",
+					"mqtt_version": fmt.Sprint(version), "decision": "resolved", "level": "INFO",
+				}
+				if i == 4 {
+					want["tls_subject"] = "CN=" + id
+				}
+				if !match(line, want) {
+					t.Errorf("connection line %v\nwant %v", line, want)
+				}
+			})
+		}
+	}
+	recs := e.records(t)
+	if len(recs) != 12 {
+		t.Fatalf("%d records in the sink, want 12", len(recs))
+	}
+	for _, r := range recs {
+		p := r.Provenance
+		if p.Source != "proxy-protocol" || p.ClientID != r.Device || netip.MustParseAddrPort(p.ProxySource).Addr().String() != p.Client ||
+			netip.MustParseAddrPort(p.Peer).Addr() != lbAddr || p.TLSServerName != "gateway.test" || r.Topic != "telemetry/"+r.Device {
+			t.Errorf("record %s provenance %+v", r.ID, p)
+		}
+	}
+}
+
+// TestForbiddenRangeRefused: with an allowlist, a device outside it is
+// refused at CONNECT with "not authorized" in either protocol version.
+func TestForbiddenRangeRefused(t *testing.T) {
+	e := start(t, func(c *Config) { c.Allow = clientip.MustParsePrefixSet("127.0.0.0/28") })
+	for _, tc := range []struct {
+		version byte
+		code    byte
+	}{{4, 0x05}, {5, 0x87}} {
+		id := fmt.Sprintf("intruder%d", tc.version)
+		_, err := device.Connect(t.Context(), e.device(id, tc.version, 2, "127.0.0.99:5555"))
+		var ce *device.ConnectError
+		if !errors.As(err, &ce) || ce.Code != tc.code {
+			t.Errorf("MQTT %d: connect error %v, want CONNACK 0x%02x", tc.version, err, tc.code)
+		}
+		e.logs.wait(t, 5*time.Second, map[string]string{"msg": "mqtt connection", "client_id": id, "outcome": "refused",
+			"client": "127.0.0.99", "decision": "not_allowed", "connack": fmt.Sprintf("0x%02x", tc.code), "socket_peer": "127.0.0.200:*"})
+		// An allowed device still gets in.
+		ok := fmt.Sprintf("allowed%d", tc.version)
+		c, err := device.Connect(t.Context(), e.device(ok, tc.version, 2, "127.0.0.12:5555"))
+		if err != nil {
+			t.Fatalf("allowed device: %v", err)
+		}
+		c.Close()
+	}
+}
+
+// TestHalfOpenClosedAtDeadline: a connection that sends its PROXY header and
+// then nothing is closed at the TLS handshake deadline, and one that
+// completes TLS but never sends CONNECT at the CONNECT deadline; both are
+// logged with their layers.
+func TestHalfOpenClosedAtDeadline(t *testing.T) {
+	e := start(t, func(c *Config) { c.HandshakeTimeout, c.ConnectTimeout = 300*time.Millisecond, 300*time.Millisecond })
+	hdr := func(src string) proxyproto.Header {
+		return proxyproto.Header{Version: 2, Command: proxyproto.CommandProxy, Source: netip.MustParseAddrPort(src)}
+	}
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: lbAddr.AsSlice()}}
+
+	silent, err := proxyproto.DialContext(t.Context(), d, "tcp", e.g.MQTTAddr(), hdr("127.0.0.21:1111"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	tlsOnly, err := proxyproto.DialContext(t.Context(), d, "tcp", e.g.MQTTAddr(), hdr("127.0.0.22:2222"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tlsOnly.Close()
+	tc := tls.Client(tlsOnly, &tls.Config{RootCAs: e.ca.Pool(), ServerName: "gateway.test"})
+	if err := tc.HandshakeContext(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		conn  net.Conn
+		stage string
+		want  map[string]string
+	}{
+		{silent, "tls", map[string]string{"proxy_source": "127.0.0.21:1111", "client": "127.0.0.21", "tls_sni": ""}},
+		{tc, "connect", map[string]string{"proxy_source": "127.0.0.22:2222", "client": "127.0.0.22", "tls_sni": "gateway.test"}},
+	} {
+		want := map[string]string{"msg": "mqtt connection failed", "stage": tc.stage, "timeout": "true", "socket_peer": "127.0.0.200:*", "error": "no *"}
+		for k, v := range tc.want {
+			want[k] = v
+		}
+		line := e.logs.wait(t, 3*time.Second, want)
+		after := time.Duration(line["after"].(float64))
+		if after < 300*time.Millisecond || after > 2*time.Second {
+			t.Errorf("%s: closed after %v, want about 300ms", tc.stage, after)
+		}
+		tc.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := tc.conn.Read(make([]byte, 64)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("%s: the gateway did not close the connection: %v", tc.stage, err)
+		}
+	}
+}
+
+// TestProxyRefusals: a PROXY header from a peer outside the load-balancer
+// ranges is refused, and so is a load balancer's connection without one.
+func TestProxyRefusals(t *testing.T) {
+	obs := &countingObserver{}
+	e := start(t, func(c *Config) { c.Observer = obs })
+	// 127.0.0.1 is not a trusted load balancer.
+	c, err := proxyproto.DialContext(t.Context(), nil, "tcp", e.g.MQTTAddr(), proxyproto.Header{
+		Version: 1, Command: proxyproto.CommandProxy, Source: netip.MustParseAddrPort("198.51.100.1:1234")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy", "reason": "untrusted_header",
+		"socket_peer": "127.0.0.1:*", "trusted_upstream": "false"})
+	// The load balancer without a header.
+	_, err = device.Connect(t.Context(), device.Config{ID: "x", Version: 4, Addr: e.g.MQTTAddr(), Local: lbAddr,
+		TLS: &tls.Config{RootCAs: e.ca.Pool(), ServerName: "gateway.test"}, Timeout: 2 * time.Second})
+	if err == nil {
+		t.Error("headerless connection from the load balancer was served")
+	}
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy", "reason": "no_header",
+		"socket_peer": "127.0.0.200:*", "trusted_upstream": "true"})
+	// A direct client (not a load balancer, no header) is served as itself.
+	dc, err := device.Connect(t.Context(), device.Config{ID: "direct", Version: 5, Addr: e.g.MQTTAddr(), Local: netip.MustParseAddr("127.0.0.33"),
+		TLS: &tls.Config{RootCAs: e.ca.Pool(), ServerName: "gateway.test"}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc.Close()
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "direct", "client": "127.0.0.33",
+		"client_source": "socket", "proxy": "none", "socket_peer": "127.0.0.33:*"})
+	if r, p := obs.resolves.Load(), obs.rejections.Load(); r != 1 || p != 2 {
+		t.Errorf("observer saw %d resolutions and %d PROXY refusals, want 1 and 2", r, p)
+	}
+}
+
+// countingObserver is a middleware.Observer with the optional
+// ObserveProxyRejection method.
+type countingObserver struct {
+	resolves, denies, rejections atomic.Int64
+}
+
+func (o *countingObserver) ObserveResolve(context.Context, clientip.Result, error) { o.resolves.Add(1) }
+func (o *countingObserver) ObserveDeny(context.Context, clientip.Result, error)    { o.denies.Add(1) }
+func (o *countingObserver) ObserveProxyRejection(proxyproto.Rejection)             { o.rejections.Add(1) }

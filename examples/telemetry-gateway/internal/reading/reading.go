@@ -1,0 +1,121 @@
+// Package reading validates the telemetry readings devices send, over MQTT or
+// HTTP, before anything reaches the sink.
+//
+// A reading is one JSON object that names its device and a sequence number the
+// device never reuses:
+//
+//	{"device":"d7","seq":123,"ts":"2026-01-02T03:04:05Z","values":{"temp":21.5}}
+//
+// (device, seq) is the message id: MQTT packet ids are reused as soon as a
+// message is acknowledged and restart with every connection, so they cannot
+// tell a redelivered message from a new one; the device's own counter can.
+// Any other members are kept as sent.
+package reading
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// MaxDeviceLen is the longest device name accepted.
+const MaxDeviceLen = 128
+
+// DefaultMaxBytes is the largest payload accepted when the caller sets no limit.
+const DefaultMaxBytes = 64 << 10
+
+// Errors from Parse, wrapped with details; test with errors.Is.
+var (
+	ErrTooLarge  = errors.New("reading: payload too large")
+	ErrNotJSON   = errors.New("reading: payload is not valid JSON")
+	ErrNotObject = errors.New("reading: payload is not a JSON object")
+	ErrDevice    = errors.New(`reading: "device" must be a string of 1 to 128 letters, digits or ._:@-`)
+	ErrSeq       = errors.New(`reading: "seq" must be a non-negative integer`)
+)
+
+// Reading is what the gateway needs from a valid payload.
+type Reading struct {
+	Device string
+	Seq    uint64
+	// Compact is the payload with insignificant white space removed, so that
+	// it fits on one line of the sink. It is a fresh slice.
+	Compact []byte
+}
+
+// Key returns the message id "device/seq".
+func (r Reading) Key() string { return r.Device + "/" + strconv.FormatUint(r.Seq, 10) }
+
+// Parse validates payload (at most maxBytes long; zero means DefaultMaxBytes)
+// and returns its device, sequence number and compact form. The error says
+// what is wrong and, for a syntax error, at which byte offset.
+func Parse(payload []byte, maxBytes int) (Reading, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	if len(payload) > maxBytes {
+		return Reading{}, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(payload), maxBytes)
+	}
+	var head struct {
+		Device *string          `json:"device"`
+		Seq    *json.RawMessage `json:"seq"`
+	}
+	if err := json.Unmarshal(payload, &head); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return Reading{}, fmt.Errorf("%w: %v at byte %d", ErrNotJSON, se, se.Offset)
+		case firstByte(payload) != '{':
+			return Reading{}, ErrNotObject
+		case errors.As(err, &te) && te.Field == "device":
+			return Reading{}, ErrDevice
+		default:
+			return Reading{}, fmt.Errorf("%w: %v", ErrNotObject, err)
+		}
+	}
+	if firstByte(payload) != '{' { // null decodes into the struct without error
+		return Reading{}, ErrNotObject
+	}
+	if head.Device == nil || !validDevice(*head.Device) {
+		return Reading{}, ErrDevice
+	}
+	if head.Seq == nil {
+		return Reading{}, fmt.Errorf("%w: missing", ErrSeq)
+	}
+	seq, err := strconv.ParseUint(string(*head.Seq), 10, 64)
+	if err != nil {
+		return Reading{}, fmt.Errorf("%w: got %.32s", ErrSeq, *head.Seq)
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(payload))
+	if err := json.Compact(&buf, payload); err != nil { // cannot fail on input Unmarshal accepted
+		return Reading{}, fmt.Errorf("%w: %v", ErrNotJSON, err)
+	}
+	return Reading{Device: *head.Device, Seq: seq, Compact: buf.Bytes()}, nil
+}
+
+func firstByte(b []byte) byte {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return c
+		}
+	}
+	return 0
+}
+
+func validDevice(s string) bool {
+	if len(s) == 0 || len(s) > MaxDeviceLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '.' || c == '_' || c == ':' || c == '@' || c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,427 @@
+// Package sink appends accepted telemetry to a durable JSON Lines file with
+// group commit, so that the gateway acknowledges a message only once it is on
+// disk, and recognises redelivered messages by their (device, seq) id.
+//
+// # Durability
+//
+// Append returns only after the record's line has been written and, under
+// SyncFsync (the default), fsync'ed together with every other record that was
+// waiting at the time: one write and one fsync per batch. While one batch is
+// being synced the next one collects, so under load a batch grows to cover
+// every publisher that is waiting and the cost of an fsync is shared. Each
+// batch is one write call of whole lines. A write that fails part-way is cut
+// back to the last complete line, and after any write or fsync failure the
+// sink refuses every later record (Healthy reports the error): after a failed
+// fsync the kernel may have dropped the dirty pages, so nothing written since
+// the last good fsync can be trusted, and the gateway must stop acknowledging.
+// At Open a torn last line (a crash in the middle of a write, never
+// acknowledged) is cut off.
+//
+// # Duplicates
+//
+// A device that did not receive an acknowledgement (the connection broke
+// after the record was written) sends the message again. The sink remembers
+// the last DedupeWindow sequence numbers of each device it has seen, rebuilt
+// from the file at Open, and does not write a record whose id is already
+// durable or already in the batch: Append reports it as a duplicate, the
+// gateway acknowledges it again and counts it. What the window cannot catch (a
+// device whose sequence numbers jumped further than the window, or more
+// devices than MaxDevices) is written again and found by Summarize, which
+// counts duplicates by id when reading a file.
+package sink
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// SyncMode says what "durable" means before Append returns.
+type SyncMode uint8
+
+const (
+	// SyncFsync writes the batch and fsyncs the file: the record survives
+	// a crash of the machine. The default.
+	SyncFsync SyncMode = iota
+	// SyncWrite writes the batch to the kernel without fsync: the record
+	// survives a crash of the process, not of the machine.
+	SyncWrite
+)
+
+// String returns "fsync" or "write".
+func (m SyncMode) String() string {
+	if m == SyncWrite {
+		return "write"
+	}
+	return "fsync"
+}
+
+// Set implements flag.Value.
+func (m *SyncMode) Set(s string) error {
+	switch s {
+	case "fsync":
+		*m = SyncFsync
+	case "write":
+		*m = SyncWrite
+	default:
+		return fmt.Errorf("sink: sync mode %q: want fsync or write", s)
+	}
+	return nil
+}
+
+// Defaults for zero Config fields.
+const (
+	DefaultMaxBatch     = 512
+	DefaultDedupeWindow = 4096
+	DefaultMaxDevices   = 1 << 20
+	queueLen            = 4096
+)
+
+// Errors.
+var (
+	ErrClosed = errors.New("sink: closed")
+	ErrFailed = errors.New("sink: failed; refusing records")
+)
+
+// Config configures a Sink.
+type Config struct {
+	// Path is the JSON Lines file, created if missing and appended to.
+	Path string
+	// Sync is the durability of an acknowledged record. Zero is SyncFsync.
+	Sync SyncMode
+	// MaxBatch bounds the records written by one write call and covered by
+	// one fsync. Zero means DefaultMaxBatch.
+	MaxBatch int
+	// DedupeWindow is how many of each device's most recent sequence numbers
+	// are remembered, rounded up to a multiple of 64. Zero means
+	// DefaultDedupeWindow.
+	DedupeWindow int
+	// MaxDevices bounds the devices remembered; beyond it an arbitrary device
+	// is forgotten. Zero means DefaultMaxDevices.
+	MaxDevices int
+	// OnCommit, when set, is called after each batch from the committing
+	// goroutine with the number of records written, the bytes, how long the
+	// write and fsync took, and the error if any.
+	OnCommit func(records, bytes int, d time.Duration, err error)
+}
+
+// Result says what Append did with a record.
+type Result struct {
+	// Duplicate reports that a record with the same id was already durable
+	// (or in the same batch), so this one was not written again.
+	Duplicate bool
+}
+
+// Stats are a sink's counters.
+type Stats struct {
+	Records    uint64 // records written since Open
+	Duplicates uint64 // records not written because their id was durable
+	Batches    uint64 // write (and fsync) calls
+	Bytes      uint64
+	// Recovered counts what Open found: records already in the file, and
+	// bytes of a torn last line it cut off.
+	Existing  uint64
+	TornBytes int64
+}
+
+// Sink is a durable, deduplicating JSON Lines appender. It is safe for
+// concurrent use.
+type Sink struct {
+	cfg   Config
+	f     *os.File
+	size  int64 // end of the last complete line; only the committer changes it after Open
+	index *index
+
+	mu     sync.RWMutex // guards closed against sends on queue
+	closed bool
+	queue  chan *request
+	done   chan struct{}
+
+	failed atomic.Pointer[error]
+
+	records, duplicates, batches, bytes atomic.Uint64
+	existing                            uint64
+	torn                                int64
+}
+
+type request struct {
+	dev  string
+	seq  uint64
+	key  string
+	line []byte
+	res  chan outcome
+}
+
+type outcome struct {
+	dup bool
+	err error
+}
+
+// Open opens (or creates) the file, cuts off a torn last line, rebuilds the
+// duplicate index from the records in it, and starts the committer.
+func Open(cfg Config) (*Sink, error) {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.DedupeWindow <= 0 {
+		cfg.DedupeWindow = DefaultDedupeWindow
+	}
+	if cfg.MaxDevices <= 0 {
+		cfg.MaxDevices = DefaultMaxDevices
+	}
+	f, err := os.OpenFile(cfg.Path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{
+		cfg:   cfg,
+		f:     f,
+		index: newIndex(cfg.DedupeWindow, cfg.MaxDevices),
+		queue: make(chan *request, queueLen),
+		done:  make(chan struct{}),
+	}
+	if err := s.recover(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	go s.commit()
+	return s, nil
+}
+
+// recover scans the file: every complete line feeds the index, and a last
+// line without its newline is cut off.
+func (s *Sink) recover() error {
+	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	r := bufio.NewReaderSize(s.f, 1<<20)
+	var off int64
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == nil {
+			off += int64(len(line))
+			var id struct {
+				Device string `json:"device"`
+				Seq    uint64 `json:"seq"`
+			}
+			if json.Unmarshal(line, &id) == nil && id.Device != "" {
+				s.index.add(id.Device, id.Seq)
+				s.existing++
+			}
+			continue
+		}
+		if !errors.Is(err, io.EOF) {
+			return err
+		}
+		if len(line) > 0 { // a last line without its newline: never acknowledged
+			s.torn = int64(len(line))
+			if err := s.f.Truncate(off); err != nil {
+				return fmt.Errorf("sink: cutting torn last line: %w", err)
+			}
+			if err := s.f.Sync(); err != nil {
+				return err
+			}
+		}
+		s.size = off
+		_, err = s.f.Seek(off, io.SeekStart)
+		return err
+	}
+}
+
+// Append writes rec durably unless its id is already durable, and reports
+// which. It blocks until the record's batch is committed, ctx is done (the
+// record may still be written), or the sink fails or is closed.
+func (s *Sink) Append(ctx context.Context, rec *Record) (Result, error) {
+	req, err := s.enqueue(ctx, rec)
+	if err != nil {
+		return Result{}, err
+	}
+	select {
+	case o := <-req.res:
+		return Result{Duplicate: o.dup}, o.err
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+}
+
+// Enqueue queues rec for the next batch and returns without waiting for it
+// to be committed: for messages nobody acknowledges (MQTT QoS 0), which then
+// cost no fsync wait. It blocks only while the queue is full, which slows the
+// sender down. It fails when the sink has failed or is closed.
+func (s *Sink) Enqueue(ctx context.Context, rec *Record) error {
+	_, err := s.enqueue(ctx, rec)
+	return err
+}
+
+func (s *Sink) enqueue(ctx context.Context, rec *Record) (*request, error) {
+	if p := s.failed.Load(); p != nil {
+		return nil, *p
+	}
+	line, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	line = append(line, '\n')
+	req := &request{dev: rec.Device, seq: rec.Seq, key: Key(rec.Device, rec.Seq), line: line, res: make(chan outcome, 1)}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	select {
+	case s.queue <- req:
+		return req, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// commit is the single writer: it takes whatever is queued (up to MaxBatch),
+// drops ids already durable, writes the rest in one call, syncs, and answers.
+func (s *Sink) commit() {
+	defer close(s.done)
+	batch := make([]*request, 0, s.cfg.MaxBatch)
+	var buf bytes.Buffer
+	inBatch := make(map[string]*request)
+	for {
+		first, ok := <-s.queue
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < s.cfg.MaxBatch {
+			select {
+			case r, ok := <-s.queue:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.commitBatch(batch, &buf, inBatch)
+	}
+}
+
+func (s *Sink) commitBatch(batch []*request, buf *bytes.Buffer, inBatch map[string]*request) {
+	buf.Reset()
+	clear(inBatch)
+	var dupsOfPending []*request
+	n := 0
+	for _, r := range batch {
+		switch {
+		case s.index.has(r.dev, r.seq):
+			s.duplicates.Add(1)
+			r.res <- outcome{dup: true}
+		case inBatch[r.key] != nil:
+			s.duplicates.Add(1)
+			dupsOfPending = append(dupsOfPending, r)
+		default:
+			inBatch[r.key] = r
+			buf.Write(r.line)
+			n++
+		}
+	}
+	var err error
+	if n > 0 {
+		err = s.writeAndSync(buf.Bytes(), n)
+		s.batches.Add(1)
+	}
+	if err == nil {
+		for _, r := range inBatch {
+			s.index.add(r.dev, r.seq)
+		}
+		s.records.Add(uint64(n))
+		s.bytes.Add(uint64(buf.Len()))
+	}
+	for _, r := range inBatch {
+		r.res <- outcome{err: err}
+	}
+	for _, r := range dupsOfPending {
+		r.res <- outcome{dup: err == nil, err: err}
+	}
+}
+
+func (s *Sink) writeAndSync(b []byte, records int) error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	start := time.Now()
+	nw, err := s.f.Write(b)
+	if err == nil && s.cfg.Sync == SyncFsync {
+		err = s.f.Sync()
+	}
+	if err != nil {
+		if nw > 0 && nw < len(b) {
+			// Cut a partial write back to the last complete line, so
+			// the file never holds a record nobody acknowledged half-written.
+			_ = s.f.Truncate(s.size)
+		}
+		err = fmt.Errorf("%w: %v", ErrFailed, err)
+		s.failed.Store(&err)
+	} else {
+		s.size += int64(nw)
+	}
+	if s.cfg.OnCommit != nil {
+		s.cfg.OnCommit(records, len(b), time.Since(start), err)
+	}
+	return err
+}
+
+// Healthy returns nil while the sink accepts records, and the failure or
+// ErrClosed otherwise.
+func (s *Sink) Healthy() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Stats returns the sink's counters.
+func (s *Sink) Stats() Stats {
+	return Stats{
+		Records:    s.records.Load(),
+		Duplicates: s.duplicates.Load(),
+		Batches:    s.batches.Load(),
+		Bytes:      s.bytes.Load(),
+		Existing:   s.existing,
+		TornBytes:  s.torn,
+	}
+}
+
+// Close commits every record already queued, then closes the file. Appends
+// that start after Close return ErrClosed.
+func (s *Sink) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	close(s.queue)
+	s.mu.Unlock()
+	<-s.done
+	var err error
+	if s.failed.Load() == nil {
+		err = s.f.Sync()
+	}
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

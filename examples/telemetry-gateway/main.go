@@ -1,0 +1,146 @@
+// Command telemetry-gateway is sourceip's reference IoT ingest gateway: MQTT
+// 3.1.1 and 5 over TLS on an embedded broker (mochi-mqtt) behind a listener
+// chain that reads PROXY headers only from trusted load balancers, plus an
+// HTTP ingest endpoint behind trusted proxies. It logs the client address seen
+// at every layer, resolves the real client with sourceip's clientip, applies
+// an allowlist and per-client rate limits at the edge, and appends every
+// accepted reading with its provenance to a durable sink before it
+// acknowledges it.
+//
+//	go run ./telemetry-gateway -demo    # from examples/: the whole chain on loopback
+//	go run ./telemetry-gateway -help    # every flag and its environment variable
+//
+// See README.md in this directory.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	promclient "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/gateway"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit code.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	o, err := parseOptions(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "telemetry-gateway:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.demo {
+		if err := runDemo(ctx, stdout, stderr, o.verbose); err != nil {
+			fmt.Fprintln(stderr, "demo:", err)
+			return 1
+		}
+		return 0
+	}
+	if err := serve(ctx, o, stdout); err != nil {
+		fmt.Fprintln(stderr, "telemetry-gateway:", err)
+		return 1
+	}
+	return 0
+}
+
+// serve runs the gateway until ctx is done, then drains it.
+func serve(ctx context.Context, o *options, logOut io.Writer) error {
+	g, log, cleanup, err := build(o, logOut)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if err := g.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("signal received; shutting down", "drain_delay", o.drainDelay, "timeout", o.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	return g.Shutdown(sctx, o.drainDelay)
+}
+
+// build makes the gateway the options describe, with Prometheus metrics
+// through the OpenTelemetry exporter: the gateway's own instruments and
+// otelsourceip's.
+func build(o *options, logOut io.Writer) (*gateway.Gateway, *slog.Logger, func(), error) {
+	log, err := o.logger(logOut)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg, err := o.gatewayConfig(log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	reg := promclient.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exp, err := prometheus.New(prometheus.WithRegisterer(reg))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	cleanup := func() { _ = mp.Shutdown(context.Background()) }
+	cfg.MeterProvider = mp
+	cfg.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if cfg.Observer, err = observer(mp); err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
+	g, err := gateway.New(cfg)
+	if err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
+	return g, log, cleanup, nil
+}
+
+// gatewayConfig turns the options into the gateway's configuration.
+func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
+	tlsCfg, err := o.tlsConfig(log)
+	if err != nil {
+		return gateway.Config{}, err
+	}
+	ep, err := o.endpoint()
+	if err != nil {
+		return gateway.Config{}, err
+	}
+	mochiLevel, err := parseLevel(o.mochiLogLevel)
+	if err != nil {
+		return gateway.Config{}, fmt.Errorf("-mochi-log-level: %w", err)
+	}
+	header := o.httpHeader
+	if o.httpTrusted.Len() == 0 {
+		header = "" // nobody is trusted to write it
+	}
+	return gateway.Config{
+		MQTTAddr: o.mqttAddr, HTTPAddr: o.httpAddr, AdminAddr: o.adminAddr,
+		ProxyTrusted: o.proxyTrusted, ProxyHeaderless: o.proxyHeaderless, ProxyHeaderTimeout: o.proxyHeaderTimeout,
+		HTTPTrusted: o.httpTrusted, HTTPHeader: header, Masquerade: o.masquerade, Allow: o.allow,
+		TLS: tlsCfg, HandshakeTimeout: o.handshakeTimeout, ConnectTimeout: o.connectTimeout,
+		Sink:       sink.Config{Path: o.sinkPath, Sync: o.sinkSync},
+		MaxPayload: o.maxPayload, TopicPrefix: o.topicPrefix,
+		RateLimit: o.rate, RateBurst: o.rateBurst, RateMaxWait: o.rateMaxWait,
+		KubeHealthAddr: o.kubeHealthAddr, KubeService: o.kubeService, KubeEndpoint: ep,
+		Logger: log, MochiLogLevel: mochiLevel,
+	}, nil
+}
