@@ -204,7 +204,13 @@ func (r *Resolver) resolve(res *Result, t *Transport, h http.Header) error {
 // load balancer's socket address); otherwise it is parsed from req.RemoteAddr,
 // and a peer on a Unix-domain listener has no IP address. ResolveRequest never
 // modifies req.
-func (r *Resolver) ResolveRequest(req *http.Request) (Result, error) {
+func (r *Resolver) ResolveRequest(req *http.Request) (res Result, err error) {
+	// Small enough to inline, like Resolve.
+	err = r.resolveRequest(&res, req)
+	return res, err
+}
+
+func (r *Resolver) resolveRequest(res *Result, req *http.Request) error {
 	ctx := req.Context()
 	t, ok := TransportFromContext(ctx)
 	if !ok {
@@ -213,10 +219,10 @@ func (r *Resolver) ResolveRequest(req *http.Request) (Result, error) {
 		} else if la, _ := ctx.Value(http.LocalAddrContextKey).(net.Addr); la == nil || la.Network() != "unix" {
 			// Not a Unix socket, so an unreadable RemoteAddr (rewritten by
 			// other middleware, say) must not pass for a local peer.
-			return Result{}, &ChainError{Err: ErrNoAddress, Value: req.RemoteAddr}
+			return &ChainError{Err: ErrNoAddress, Value: req.RemoteAddr}
 		}
 	}
-	return r.Resolve(t, req.Header)
+	return r.resolve(res, &t, req.Header)
 }
 
 // client reports whether a, at chain position pos, is the client.
