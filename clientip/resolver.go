@@ -260,9 +260,12 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (failure, stri
 			return failUnspecified, ""
 		}
 		var trusted bool
-		if r.hops > 0 && r.trusted.Len() == 0 {
+		switch {
+		case r.hops > 0 && r.trusted.Len() == 0:
 			trusted = true
-		} else {
+		case pa.Is4():
+			trusted = r.trusted.v4 != nil && r.trusted.v4.contains4(as4(pa))
+		default:
 			trusted = r.trusted.containsCanon(pa)
 		}
 		if !trusted {
