@@ -67,7 +67,7 @@ func withinBudget(lines []string, max int) bool {
 // path through parseListAddr.
 func (r *Resolver) walkXFF(res *Result, lines []string, pos int) (failure, string) {
 	cur := res.Via // the hop last stepped over
-	t4 := r.trusted.v4
+	t4, maxHops, byRange := r.trusted.v4, r.maxHops, r.hops == 0
 	// A trusted dotted quad is kept as curIP and made an Addr only if it is
 	// still the last trusted hop when the walk ends.
 	var curIP uint32
@@ -75,21 +75,17 @@ func (r *Resolver) walkXFF(res *Result, lines []string, pos int) (failure, strin
 	for li := len(lines) - 1; li >= 0; li-- {
 		l := lines[li]
 		// l[:end] is the unread part of the line; end < 0 once it is used up.
-		// uint(j) < uint(len(l)) is both "j >= 0" and the bounds check.
 		for end := len(l); end >= 0; {
-			ip, j := back4(l, end)
-			fast := j >= -1
 			var a netip.Addr
-			var e string
-			if fast {
-				if pos++; pos > r.maxHops {
+			if ip, j := back4(l, end); j >= -1 {
+				if pos++; pos > maxHops {
 					return r.fail(res, pos, failTooMany, "")
 				}
 				if ip == 0 {
 					return r.fail(res, pos, failUnspecified, trimOWS(l[j+1:end]))
 				}
 				end = j
-				if r.hops == 0 {
+				if byRange {
 					// Trusted-range mode: the trie's answer is the whole decision.
 					if t4 != nil && t4.contains4(ip) {
 						curIP, curLazy = ip, true
@@ -103,12 +99,12 @@ func (r *Resolver) walkXFF(res *Result, lines []string, pos int) (failure, strin
 				a = addrFrom4(ip)
 			} else {
 				i := strings.LastIndexByte(l[:end], ',')
-				e = trimOWS(l[i+1 : end])
+				e := trimOWS(l[i+1 : end])
 				end = i
 				if e == "" {
 					continue // RFC 9110 §5.6.1: empty list elements do not count
 				}
-				if pos++; pos > r.maxHops {
+				if pos++; pos > maxHops {
 					return r.fail(res, pos, failTooMany, "")
 				}
 				var f failure
