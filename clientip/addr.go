@@ -10,22 +10,6 @@ import (
 // allocations.
 type text interface{ ~string | ~[]byte }
 
-// parseIP parses a plain textual IP address: dotted-quad IPv4 or RFC 4291
-// IPv6 text, exactly the forms [netip.ParseAddr] accepts except that a zone is
-// never accepted. It does not allocate.
-func parseIP[T text](s T) (netip.Addr, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ':' {
-			return parseIPv6(s)
-		}
-	}
-	a, n, ok := parseIPv4(s)
-	if !ok || n != len(s) {
-		return netip.Addr{}, false
-	}
-	return netip.AddrFrom4(a), true
-}
-
 // parseIPv4 parses a dotted quad at the start of s and reports how many bytes
 // it used. Like net/netip it rejects leading zeros ("010.0.0.1"), which other
 // parsers read as octal.
@@ -195,18 +179,8 @@ func parseRemoteAddr(s string) (netip.AddrPort, bool) {
 // validPort reports whether s is a decimal port number of one to five digits,
 // at most 65535.
 func validPort[T text](s T) bool {
-	if len(s) == 0 || len(s) > 5 {
-		return false
-	}
-	v := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return false
-		}
-		v = v*10 + int(c-'0')
-	}
-	return v <= 65535
+	_, ok := parsePort(s)
+	return ok
 }
 
 // parseListAddr parses one trimmed, non-empty entry of X-Forwarded-For or of a

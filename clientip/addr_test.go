@@ -38,3 +38,20 @@ func FuzzParseRemoteAddr(f *testing.F) {
 		}
 	})
 }
+
+// parseIP parses a plain textual IP address the way the resolver's parsers
+// do, so that FuzzParseIP can compare them with net/netip:: dotted-quad IPv4 or RFC 4291
+// IPv6 text, exactly the forms [netip.ParseAddr] accepts except that a zone is
+// never accepted. It does not allocate.
+func parseIP[T text](s T) (netip.Addr, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ':' {
+			return parseIPv6(s)
+		}
+	}
+	a, n, ok := parseIPv4(s)
+	if !ok || n != len(s) {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom4(a), true
+}

@@ -34,7 +34,7 @@ type fwdRing struct {
 	n     int // elements seen in all
 }
 
-// scanForwarded splits the header into elements. It reports false if a quoted
+// scan splits the header into elements. It reports false if a quoted
 // string is left open.
 func (r *fwdRing) scan(lines []string) bool {
 	for li, l := range lines {

@@ -5,45 +5,6 @@ import (
 	"strings"
 )
 
-// listIter walks the elements of a comma-separated header list from the right,
-// across all of the header's lines (later lines first), skipping empty elements
-// and trimming optional white space, as RFC 9110 §5.6.1 asks of list-based
-// fields. Repeated lines are one list in order: "a, b" + "c" is a, b, c. It
-// reads only as far as the caller asks and does not allocate.
-type listIter struct {
-	lines []string
-	line  int // index of the line being read
-	end   int // end of its unread part; -1 once the line is used up
-}
-
-func newListIter(lines []string) listIter {
-	it := listIter{lines: lines, line: len(lines) - 1, end: -1}
-	if it.line >= 0 {
-		it.end = len(lines[it.line])
-	}
-	return it
-}
-
-// next returns the next element from the right.
-func (it *listIter) next() (string, bool) {
-	for it.line >= 0 {
-		l := it.lines[it.line]
-		for it.end >= 0 {
-			i := strings.LastIndexByte(l[:it.end], ',')
-			e := trimOWS(l[i+1 : it.end])
-			it.end = i
-			if e != "" {
-				return e, true
-			}
-		}
-		it.line--
-		if it.line >= 0 {
-			it.end = len(it.lines[it.line])
-		}
-	}
-	return "", false
-}
-
 // withinBudget reports whether a header's lines fit in max bytes. Each line
 // costs its length plus one, so that many empty lines also count; the loop stops
 // as soon as the budget is spent.
@@ -59,8 +20,10 @@ func withinBudget(lines []string, max int) bool {
 }
 
 // walkXFF continues the walk of Resolver.walk over X-Forwarded-For from
-// position pos; res.Via holds the hop last stepped over. It reads the list from the
-// right like listIter, but keeps its state in locals, and parses the common
+// position pos; res.Via holds the hop last stepped over. It reads the list from
+// the right, across all of the header's lines (later lines first), as one list:
+// "a, b" + "c" is a, b, c (RFC 9110 §5.6.1), skipping empty elements and
+// trimming optional white space. It keeps its state in locals, parses the common
 // entry, a dotted quad with optional white space around it, backwards in the
 // same pass that finds the entry's start, checking trust on the parsed bytes
 // and building an Addr only when it is needed. Anything else takes the general
