@@ -86,7 +86,6 @@ type pod struct {
 	mu      sync.Mutex
 	state   podState
 	ln      *proxyproto.Listener
-	conns   sync.WaitGroup
 	serving chan struct{}
 
 	rmu        sync.Mutex
@@ -133,11 +132,7 @@ func (p *pod) serve(setup backendSetup) error {
 			if err != nil {
 				return
 			}
-			p.conns.Add(1)
-			go func() {
-				defer p.conns.Done()
-				p.handle(c, res)
-			}()
+			go p.handle(c, res)
 		}
 	}()
 	return nil
@@ -178,9 +173,6 @@ func (p *pod) closeLocked() {
 	<-p.serving
 	p.ln = nil
 }
-
-// wait waits for the connections being served.
-func (p *pod) wait() { p.conns.Wait() }
 
 func (p *pod) handle(c net.Conn, res *clientip.Resolver) {
 	defer c.Close()

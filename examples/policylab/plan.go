@@ -57,9 +57,6 @@ func mustDual(v4, v6 string) dual {
 // RFC 3849); the pod network and the cluster IP use the ranges a kubeadm
 // cluster would, and exist only inside the lab's namespaces.
 var (
-	clientNet = dual{netip.MustParseAddr("192.0.2.0"), netip.MustParseAddr("2001:db8:2::")}
-	nodeNet   = dual{netip.MustParseAddr("198.51.100.0"), netip.MustParseAddr("2001:db8:100::")}
-
 	lbExternal = mustDual("192.0.2.1", "2001:db8:2::1")      // the load balancer on the client network
 	lbInternal = mustDual("198.51.100.1", "2001:db8:100::1") // and on the node network: HAProxy connects from here
 

@@ -92,18 +92,6 @@ func (l *logs) wait(t *testing.T, d time.Duration, want map[string]string) map[s
 	}
 }
 
-func (l *logs) all(want map[string]string) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range l.lines {
-		if match(line, want) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 type env struct {
 	g    *Gateway
 	logs *logs

@@ -31,7 +31,6 @@ type reqLog struct {
 	resErr   error // from the resolver
 	err      error // from the policy
 	resolved bool
-	status   int
 	device   string
 	id       string
 	dup      bool
