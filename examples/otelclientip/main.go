@@ -83,7 +83,7 @@ func main() {
 func attr(kvs []attribute.KeyValue, k attribute.Key) string {
 	for _, kv := range kvs {
 		if kv.Key == k {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

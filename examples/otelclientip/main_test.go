@@ -60,7 +60,7 @@ func ours(kvs []attribute.KeyValue) string {
 		k := string(kv.Key)
 		if strings.HasPrefix(k, "client.") || strings.HasPrefix(k, "network.peer.") || strings.HasPrefix(k, "sourceip.") ||
 			strings.HasPrefix(k, "network.local.") || k == "network.transport" || k == "error.type" {
-			out = append(out, k+"="+kv.Value.Emit())
+			out = append(out, k+"="+kv.Value.String())
 		}
 	}
 	slices.Sort(out)
@@ -81,7 +81,7 @@ func points(t *testing.T, m metricdata.Metrics) []string {
 	for _, dp := range sum.DataPoints {
 		var kv []string
 		for _, a := range dp.Attributes.ToSlice() {
-			kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+			kv = append(kv, string(a.Key)+"="+a.Value.String())
 		}
 		out = append(out, fmt.Sprintf("%s: %d", strings.Join(kv, ","), dp.Value))
 	}

@@ -28,7 +28,7 @@ func render(kvs []attribute.KeyValue) string {
 		}
 		b.WriteString(string(kv.Key))
 		b.WriteByte('=')
-		b.WriteString(kv.Value.Emit())
+		b.WriteString(kv.Value.String())
 	}
 	return b.String()
 }
