@@ -10,24 +10,31 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sourceip/sourceip/internal/e2e"
 )
 
-// raiseFDLimit makes room for n more descriptors, or skips.
+// raiseFDLimit makes room for n more descriptors, or skips (fails under
+// SOURCEIP_E2E=require: CI must run the slow-client test).
 func raiseFDLimit(t *testing.T, n uint64) {
+	skip := t.Skipf
+	if e2e.Required() {
+		skip = t.Fatalf
+	}
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		t.Skipf("getrlimit: %v", err)
+		skip("getrlimit: %v", err)
 	}
 	if rl.Cur >= n {
 		return
 	}
 	if rl.Max < n {
-		t.Skipf("file descriptor limit %d is below the %d this test needs", rl.Max, n)
+		skip("file descriptor limit %d is below the %d this test needs", rl.Max, n)
 	}
 	old := rl.Cur
 	rl.Cur = n
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		t.Skipf("setrlimit: %v", err)
+		skip("setrlimit: %v", err)
 	}
 	t.Cleanup(func() {
 		rl.Cur = old
