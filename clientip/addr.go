@@ -14,23 +14,33 @@ type text interface{ ~string | ~[]byte }
 // it used. Like net/netip it rejects leading zeros ("010.0.0.1"), which other
 // parsers read as octal.
 func parseIPv4[T text](s T) (a [4]byte, n int, ok bool) {
+	// Each octet is read with one comparison per byte: uint(n) < uint(len(s))
+	// is the bounds check, and c-'0' > 9 also refuses bytes below '0'.
 	for f := 0; f < 4; f++ {
 		if f > 0 {
-			if n >= len(s) || s[n] != '.' {
+			if uint(n) >= uint(len(s)) || s[n] != '.' {
 				return a, 0, false
 			}
 			n++
 		}
-		start, v := n, 0
-		for n < len(s) && s[n] >= '0' && s[n] <= '9' {
-			v = v*10 + int(s[n]-'0')
-			n++
-			if n-start > 3 {
-				return a, 0, false
-			}
-		}
-		if n == start || v > 255 || (s[start] == '0' && n-start > 1) {
+		if uint(n) >= uint(len(s)) || s[n]-'0' > 9 {
 			return a, 0, false
+		}
+		v := uint(s[n] - '0')
+		n++
+		if uint(n) < uint(len(s)) && s[n]-'0' <= 9 {
+			if v == 0 {
+				return a, 0, false // a leading zero
+			}
+			v = 10*v + uint(s[n]-'0')
+			n++
+			if uint(n) < uint(len(s)) && s[n]-'0' <= 9 {
+				v = 10*v + uint(s[n]-'0')
+				n++
+				if v > 255 || uint(n) < uint(len(s)) && s[n]-'0' <= 9 {
+					return a, 0, false
+				}
+			}
 		}
 		a[f] = byte(v)
 	}
