@@ -169,7 +169,7 @@ func parseRemoteAddr(s string) (netip.AddrPort, bool) {
 		}
 	}
 	if len(s) > 0 && s[0] == '[' {
-		if end := strings.LastIndex(s, "]:"); end > 0 {
+		if end := strings.IndexByte(s, ']'); end > 0 && end+1 < len(s) && s[end+1] == ':' {
 			if a, ok := parseIPv6(s[1:end]); ok {
 				if p, ok := parsePort(s[end+2:]); ok {
 					return netip.AddrPortFrom(a, p), true

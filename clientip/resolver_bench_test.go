@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -62,6 +63,42 @@ func BenchmarkResolve(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				r.Resolve(c.t, c.h)
+			}
+		})
+	}
+}
+
+// BenchmarkResolveRequest runs BenchmarkResolve's scenarios through
+// ResolveRequest, which also reads the peer from r.RemoteAddr and looks for
+// PROXY facts in the request's context: the request-level figure that
+// bench/compare sets beside the other libraries.
+func BenchmarkResolveRequest(b *testing.B) {
+	for _, c := range benchCases() {
+		if c.t.Proxy.IsValid() {
+			continue // PROXY facts come from the connection, not the request
+		}
+		r := MustNew(c.cfg)
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.RemoteAddr, req.Header = c.t.Peer.String(), c.h
+		if res, err := r.ResolveRequest(req); err != nil || res.Client != c.want {
+			b.Fatalf("%s: got %v, %v; want %v", c.name, res, err, c.want)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r.ResolveRequest(req)
+			}
+		})
+	}
+}
+
+// BenchmarkParseRemoteAddr is the part of ResolveRequest that reads the
+// socket peer from r.RemoteAddr.
+func BenchmarkParseRemoteAddr(b *testing.B) {
+	for _, s := range []string{"203.0.113.9:51234", "10.0.0.1:40000", "[fd00::1]:40000"} {
+		b.Run(s, func(b *testing.B) {
+			for b.Loop() {
+				parseRemoteAddr(s)
 			}
 		})
 	}
