@@ -50,7 +50,10 @@ func (r *Resolver) walkXFF(res *Result, lines []string, pos int) (failure, strin
 				end = j
 				if byRange {
 					// Trusted-range mode: the trie's answer is the whole decision.
-					if t4 != nil && t4.contains4(ip) {
+					// This is t4.contains4(ip) with its root check written out:
+					// the compiler will not inline contains4, and the root
+					// answers most lookups (5% of xff3's instructions).
+					if b := ip >> 24; t4 != nil && (t4.full[b>>6]>>(b&63)&1 != 0 || t4.kids[b>>6]>>(b&63)&1 != 0 && t4.descend4(ip)) {
 						curIP, curLazy = ip, true
 						continue
 					}
