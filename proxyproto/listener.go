@@ -107,6 +107,7 @@ type Listener struct {
 
 	pending                                         atomic.Int64
 	inline                                          atomic.Uint64 // judged without waiting (tests)
+	waited                                          atomic.Uint64 // handed to a goroutine to wait (tests)
 	accepted, proxied, local, ignored, acceptErrors atomic.Uint64
 	rejected                                        [numReasons]atomic.Uint64
 }
@@ -287,6 +288,7 @@ func (l *Listener) serve() {
 				continue
 			}
 		}
+		l.waited.Add(1)
 		go l.wait(hs)
 	}
 }
