@@ -1,9 +1,6 @@
 package clientip
 
-import (
-	"context"
-	"net/http"
-)
+import "context"
 
 // ctxKey is the type of this package's context keys.
 type ctxKey struct{ name string }
@@ -70,25 +67,4 @@ func NewTransportContext(ctx context.Context, t Transport) context.Context {
 // [NewTransportContext], if any. It does not allocate.
 func TransportFromContext(ctx context.Context) (Transport, bool) {
 	return fromCarrier[Transport](ctx, transportCtxKey)
-}
-
-// requestWithResult is a shallow copy of a request together with the context
-// node that carries its Result, so that both come from one allocation.
-type requestWithResult struct {
-	req  http.Request
-	node carrier[Result]
-}
-
-// WithResult returns a shallow copy of req whose context carries res, as
-// req.WithContext(NewContext(req.Context(), res)) would, in one allocation
-// instead of two: the copy and the context node are allocated together. req is
-// not modified. It is what middleware that resolves a request calls to hand
-// the Result on to the next handler.
-func WithResult(req *http.Request, res Result) *http.Request {
-	p := new(requestWithResult)
-	p.node = carrier[Result]{req.Context(), resultCtxKey, res}
-	// WithContext's own copy is inlined and does not escape, so it stays on
-	// the stack; the request handed on is the one inside p.
-	p.req = *req.WithContext(&p.node)
-	return &p.req
 }

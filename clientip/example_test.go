@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 
@@ -153,37 +152,4 @@ func ExampleRateLimitKey() {
 	// 2001:db8:1:2::/64
 	// 198.51.100.7/32
 	// 2001:db8:1::/56
-}
-
-// A hand-written middleware, for a router whose middleware is not
-// func(http.Handler) http.Handler (the middleware package has that shape):
-// resolve once, hand the Result on in the request's context with WithResult,
-// which copies the request and allocates the context node in one allocation,
-// and read it back with FromContext wherever the request goes.
-func ExampleWithResult() {
-	r := clientip.MustNew(clientip.Config{
-		TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
-		Header:         "X-Forwarded-For",
-	})
-	handler := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		res, _ := clientip.FromContext(req.Context())
-		fmt.Fprintln(w, "hello", res.Client)
-	})
-	resolve := func(w http.ResponseWriter, req *http.Request) {
-		res, err := r.ResolveRequest(req)
-		if err != nil {
-			http.Error(w, "cannot determine the client address", http.StatusBadRequest)
-			return
-		}
-		handler.ServeHTTP(w, clientip.WithResult(req, res))
-	}
-
-	req := httptest.NewRequest(http.MethodGet, "/", nil)
-	req.RemoteAddr = "10.0.0.1:40000"
-	req.Header.Set("X-Forwarded-For", "6.6.6.6, 198.51.100.7")
-	w := httptest.NewRecorder()
-	resolve(w, req)
-	fmt.Print(w.Body.String())
-	// Output:
-	// hello 198.51.100.7
 }

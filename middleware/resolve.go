@@ -56,9 +56,8 @@ type Config struct {
 // http.Server.ConnContext set to proxyproto.ConnContext: the resolver then
 // sees the PROXY source and keeps the load balancer as the socket peer.
 //
-// The middleware makes one allocation per request, the request copy and the
-// context node that holds the Result allocated together by
-// [clientip.WithResult], and one more with SetRemoteAddr.
+// The middleware makes two allocations per request (the context node that
+// holds the Result, and the request copy) and one more with SetRemoteAddr.
 // It is safe for concurrent use. New returns an error wrapping
 // [ErrInvalidConfig] when cfg.Resolver is nil.
 func New(cfg Config) (func(http.Handler) http.Handler, error) {
@@ -87,10 +86,11 @@ func (h *resolveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.cfg.OnError(w, r, res, err)
 		return
 	}
-	r = clientip.WithResult(r, res)
+	ctx := clientip.NewContext(r.Context(), res)
 	if h.cfg.Observer != nil {
-		h.cfg.Observer.ObserveResolve(r.Context(), res, err)
+		h.cfg.Observer.ObserveResolve(ctx, res, err)
 	}
+	r = r.WithContext(ctx)
 	if h.cfg.SetRemoteAddr {
 		r.RemoteAddr = res.ClientAddrPort().String()
 	}
