@@ -214,12 +214,20 @@ func (r *Resolver) resolveRequest(res *Result, req *http.Request) error {
 	ctx := req.Context()
 	t, ok := TransportFromContext(ctx)
 	if !ok {
-		if ap, ok := parseRemoteAddr(req.RemoteAddr); ok {
+		la, _ := ctx.Value(http.LocalAddrContextKey).(net.Addr)
+		switch {
+		case la != nil && strings.HasPrefix(la.Network(), "unix"):
+			// A Unix-domain listener: the peer has no IP address, whatever
+			// RemoteAddr says. It is the path the client bound its socket
+			// to, which can read "127.0.0.1:9".
+		default:
+			ap, ok := parseRemoteAddr(req.RemoteAddr)
+			if !ok {
+				// Not a Unix socket, so an unreadable RemoteAddr (rewritten
+				// by other middleware, say) must not pass for a local peer.
+				return &ChainError{Err: ErrNoAddress, Value: req.RemoteAddr}
+			}
 			t.Peer = ap
-		} else if la, _ := ctx.Value(http.LocalAddrContextKey).(net.Addr); la == nil || la.Network() != "unix" {
-			// Not a Unix socket, so an unreadable RemoteAddr (rewritten by
-			// other middleware, say) must not pass for a local peer.
-			return &ChainError{Err: ErrNoAddress, Value: req.RemoteAddr}
 		}
 	}
 	return r.resolve(res, &t, req.Header)

@@ -1,7 +1,9 @@
 package clientip
 
 import (
+	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -415,6 +417,19 @@ func TestResolveRequest(t *testing.T) {
 		req.RemoteAddr = "not-an-address"
 		if _, err := ru.ResolveRequest(req); !errors.Is(err, ErrNoAddress) {
 			t.Fatalf("err = %v, want ErrNoAddress", err)
+		}
+	})
+	t.Run("spoof: a Unix client's socket path that reads like a trusted address is not an IP peer", func(t *testing.T) {
+		// net/http sets RemoteAddr to the path the client bound its socket to.
+		unix := context.WithValue(req.Context(), http.LocalAddrContextKey, &net.UnixAddr{Name: "/run/app.sock", Net: "unix"})
+		req := req.Clone(unix)
+		req.RemoteAddr = "10.0.0.1:9"
+		if res, err := r.ResolveRequest(req); !errors.Is(err, ErrNoAddress) || res.Peer.IsValid() {
+			t.Fatalf("untrusted Unix peer: got %v, %v; want ErrNoAddress", res, err)
+		}
+		ru := MustNew(Config{TrustUnixSocket: true, Header: "X-Forwarded-For"})
+		if res, err := ru.ResolveRequest(req); err != nil || res.Peer.IsValid() || res.Client != addr("198.51.100.7") {
+			t.Fatalf("trusted Unix peer: got %v, %v; want the header's last entry", res, err)
 		}
 	})
 	t.Run("ResolveRequest never modifies the request", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/proxyproto"
@@ -76,7 +77,14 @@ func transportOf(c net.Conn) (clientip.Transport, error) {
 	case nil:
 		return clientip.Transport{}, &clientip.ChainError{Err: clientip.ErrNoAddress}
 	default:
-		ap, err := netip.ParseAddrPort(a.String())
+		// Only an IP network's address names an IP peer: another kind may be
+		// text its client chose (a Unix socket's is a path, which can read
+		// "127.0.0.1:9").
+		var ap netip.AddrPort
+		err := errors.ErrUnsupported
+		if n := a.Network(); strings.HasPrefix(n, "tcp") || strings.HasPrefix(n, "udp") {
+			ap, err = netip.ParseAddrPort(a.String())
+		}
 		if err != nil || ap.Addr().Zone() != "" {
 			return clientip.Transport{}, &clientip.ChainError{Err: clientip.ErrNoAddress, Value: a.String()}
 		}

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -339,3 +340,54 @@ type oneConnListener struct{ c net.Conn }
 func (l oneConnListener) Accept() (net.Conn, error) { return l.c, nil }
 func (l oneConnListener) Close() error              { return nil }
 func (l oneConnListener) Addr() net.Addr            { return l.c.LocalAddr() }
+
+// Spoofing trick: an HTTP client on a Unix-domain listener binds its socket to
+// the path "127.0.0.1:9", which net/http reports as r.RemoteAddr. The
+// middleware must see a Unix peer, untrusted here, not a trusted loopback
+// proxy whose X-Forwarded-For it believes (found by the project's review,
+// 2026-12-02).
+func TestResolveUnixPeerNamedLikeAnIP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "http.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Skipf("no Unix sockets: %v", err)
+	}
+	mw, err := New(Config{Resolver: clientip.MustNew(clientip.Config{TrustedProxies: clientip.Loopback(), Header: "X-Forwarded-For"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := make(chan string, 1)
+	srv := &http.Server{Handler: mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		remote <- r.RemoteAddr
+		res, _ := clientip.FromContext(r.Context())
+		io.WriteString(w, res.Client.String())
+	}))}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	t.Chdir(t.TempDir())
+	c, err := net.DialUnix("unix", &net.UnixAddr{Name: "127.0.0.1:9", Net: "unix"}, &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Skipf("cannot bind a Unix client socket: %v", err)
+	}
+	defer c.Close()
+	if c.LocalAddr().String() != "127.0.0.1:9" {
+		t.Skipf("client socket bound as %q", c.LocalAddr())
+	}
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.66\r\nConnection: close\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	select {
+	case ra := <-remote:
+		t.Fatalf("the handler ran (RemoteAddr %q) and answered %d %q; want a 400 for an untrusted Unix peer", ra, resp.StatusCode, body)
+	default:
+	}
+	if want := "cannot determine the client address: the connection has no IP address\n"; resp.StatusCode != http.StatusBadRequest || string(body) != want {
+		t.Errorf("got %d %q; want 400 %q", resp.StatusCode, body, want)
+	}
+}

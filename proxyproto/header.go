@@ -126,11 +126,27 @@ func socketAddrPort(a net.Addr) netip.AddrPort {
 	case *net.UDPAddr:
 		ap := a.AddrPort()
 		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	case nil:
+	case *net.UnixAddr, nil:
+		// A Unix socket's address is a path the client chose when it bound
+		// its socket, which can read "127.0.0.1:9": it never names an IP peer.
+		return netip.AddrPort{}
+	}
+	// Another net.Addr type is read as an IP address only if its network is
+	// an IP one, for the same reason.
+	if !ipNetwork(a.Network()) {
 		return netip.AddrPort{}
 	}
 	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
 		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
 	return netip.AddrPort{}
+}
+
+// ipNetwork reports whether network names an IP transport ("tcp", "udp6", …).
+func ipNetwork(network string) bool {
+	switch network {
+	case "tcp", "tcp4", "tcp6", "udp", "udp4", "udp6", "ip", "ip4", "ip6":
+		return true
+	}
+	return false
 }

@@ -691,3 +691,59 @@ func TestDialContextFillsAddresses(t *testing.T) {
 		t.Errorf("bad header: %v", err)
 	}
 }
+
+// dialUnixNamed connects to the Unix socket at path from a client socket bound
+// to the relative path name, which a client may choose freely: "127.0.0.1:9"
+// reads like a loopback address.
+func dialUnixNamed(t *testing.T, name, path string) *net.UnixConn {
+	t.Helper()
+	t.Chdir(t.TempDir())
+	c, err := net.DialUnix("unix", &net.UnixAddr{Name: name, Net: "unix"}, &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Skipf("cannot bind a Unix client socket: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Spoofing trick: a local client binds its Unix socket to the path
+// "127.0.0.1:9", so that the connection's remote address prints as a trusted
+// loopback proxy. It is a Unix peer all the same: untrusted here, so its
+// header is refused (found by the project's review, 2026-12-02).
+func TestListenerUnixPeerNamedLikeAnIP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pp.sock")
+	inner, err := net.Listen("unix", path)
+	if err != nil {
+		t.Skipf("unix sockets unavailable: %v", err)
+	}
+	rejected := make(chan Rejection, 1)
+	l, err := NewListener(inner, Config{
+		TrustedUpstreams: clientip.MustParsePrefixSet("127.0.0.0/8"),
+		OnReject:         func(r Rejection) { rejected <- r },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			f, _ := FactsFromConn(c)
+			t.Errorf("accepted, with %v", f)
+			c.Close()
+		}
+	}()
+	c := dialUnixNamed(t, "127.0.0.1:9", path)
+	if c.LocalAddr().String() != "127.0.0.1:9" {
+		t.Skipf("client socket bound as %q", c.LocalAddr())
+	}
+	c.Write([]byte("PROXY TCP4 203.0.113.66 192.0.2.1 1234 80\r\nhello"))
+	select {
+	case r := <-rejected:
+		if r.Reason != ReasonUntrusted || r.Trusted || r.Peer.IsValid() {
+			t.Errorf("rejection = %+v, want an untrusted peer without an IP address", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no rejection within 5s")
+	}
+	closedByServer(t, c)
+}
