@@ -201,9 +201,10 @@ func (r *Resolver) resolve(res *Result, t *Transport, h http.Header) error {
 // ResolveRequest resolves the client of an HTTP request. The transport is
 // the one a connection wrapper stored with [NewTransportContext] (the proxyproto
 // package's ConnContext helper does so, keeping the PROXY layer apart from the
-// load balancer's socket address); otherwise it is parsed from req.RemoteAddr,
-// and a peer on a Unix-domain listener has no IP address. ResolveRequest never
-// modifies req.
+// load balancer's socket address); otherwise it is parsed from req.RemoteAddr.
+// A peer on a Unix-domain listener (http.LocalAddrContextKey) has no IP
+// address whatever RemoteAddr says, since that is the path the client bound
+// its socket to and may read "127.0.0.1:9". ResolveRequest never modifies req.
 func (r *Resolver) ResolveRequest(req *http.Request) (res Result, err error) {
 	// Small enough to inline, like Resolve.
 	err = r.resolveRequest(&res, req)
