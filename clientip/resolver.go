@@ -13,7 +13,11 @@ import (
 const (
 	DefaultMaxHops        = 32
 	DefaultMaxHeaderBytes = 8 << 10
-	maxHopsLimit          = 64
+
+	maxHopsLimit = 64
+	// maxHeaderBytesLimit is the largest Config.MaxHeaderBytes: positions in
+	// a header then fit in an int32.
+	maxHeaderBytesLimit = 1 << 30
 )
 
 // Config configures a [Resolver]. The zero Config is valid and trusts nothing:
@@ -72,7 +76,7 @@ type Config struct {
 	// MaxHeaderBytes bounds the size of the configured header over all of its
 	// lines (each line counts one byte more than its length). A larger header
 	// is ErrHeaderTooLarge before any of it is parsed. Zero means
-	// DefaultMaxHeaderBytes.
+	// DefaultMaxHeaderBytes; at most 1 GiB.
 	MaxHeaderBytes int
 }
 
@@ -122,6 +126,9 @@ func New(cfg Config) (*Resolver, error) {
 		return nil, fmt.Errorf("%w: MaxHops %d is outside 0..%d", ErrInvalidConfig, cfg.MaxHops, maxHopsLimit)
 	case r.maxBytes < 0:
 		return nil, fmt.Errorf("%w: MaxHeaderBytes %d is negative", ErrInvalidConfig, cfg.MaxHeaderBytes)
+	case r.maxBytes > maxHeaderBytesLimit:
+		// The Forwarded walk keeps positions in a header as int32.
+		return nil, fmt.Errorf("%w: MaxHeaderBytes %d exceeds %d", ErrInvalidConfig, cfg.MaxHeaderBytes, maxHeaderBytesLimit)
 	case r.hops < 0:
 		return nil, fmt.Errorf("%w: TrustedHops %d is negative", ErrInvalidConfig, cfg.TrustedHops)
 	case r.hops > r.maxHops:

@@ -353,6 +353,7 @@ func TestNewValidation(t *testing.T) {
 		{"MaxHops above the limit", Config{MaxHops: 65}},
 		{"negative MaxHops", Config{MaxHops: -1}},
 		{"negative MaxHeaderBytes", Config{MaxHeaderBytes: -1}},
+		{"MaxHeaderBytes over 1 GiB (Forwarded positions are int32)", Config{MaxHeaderBytes: 1<<30 + 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
