@@ -43,6 +43,7 @@ type options struct {
 	tlsCert, tlsKey, tlsClientCA, tlsClientAuth string
 	tlsHosts, tlsSelfSignedOut                  string
 	handshakeTimeout, connectTimeout            time.Duration
+	httpReadTimeout                             time.Duration
 
 	sinkPath    string
 	sinkSync    sink.SyncMode
@@ -89,6 +90,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) for device client certificates; their subject is logged as the device identity")
 	fs.StringVar(&o.tlsClientAuth, "tls-client-auth", "optional", "optional|require a client certificate (with -tls-client-ca)")
 	fs.DurationVar(&o.handshakeTimeout, "tls-handshake-timeout", 5*time.Second, "deadline for the TLS handshake")
+	fs.DurationVar(&o.httpReadTimeout, "http-read-timeout", 30*time.Second, "deadline for reading one HTTP ingest request, headers and body")
 	fs.DurationVar(&o.connectTimeout, "mqtt-connect-timeout", 10*time.Second, "deadline for CONNECT after the handshake")
 
 	fs.StringVar(&o.sinkPath, "sink", "telemetry.jsonl", "durable sink: JSON Lines file, one record per accepted reading")

@@ -77,6 +77,10 @@ type Config struct {
 	// HandshakeTimeout and ConnectTimeout bound the TLS handshake and the
 	// wait for CONNECT; zero means the chain package's defaults.
 	HandshakeTimeout, ConnectTimeout time.Duration
+	// HTTPReadTimeout bounds reading one HTTP ingest request, headers and
+	// body, so that a client trickling its body cannot hold a connection and
+	// its goroutine; zero means 30 seconds.
+	HTTPReadTimeout time.Duration
 
 	// Sink configures the durable sink (Path is required); New opens it and
 	// Shutdown closes it.

@@ -166,7 +166,11 @@ func (g *Gateway) startHTTP() error {
 	if g.httpLn, err = net.Listen("tcp", g.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("gateway: HTTP listener: %w", err)
 	}
-	g.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	readTimeout := g.cfg.HTTPReadTimeout
+	if readTimeout <= 0 {
+		readTimeout = 30 * time.Second
+	}
+	g.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: min(10*time.Second, readTimeout), ReadTimeout: readTimeout, IdleTimeout: 2 * time.Minute}
 	g.serve(g.httpSrv, g.httpLn)
 	return nil
 }

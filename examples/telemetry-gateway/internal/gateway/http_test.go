@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -161,9 +163,10 @@ func TestAdmin(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	// Drain: not ready at once, while the listeners still serve.
+	// Drain: not ready at once, while the listeners still serve. The drain
+	// period must outlast the checks below, on a busy runner too.
 	done := make(chan error, 1)
-	go func() { done <- e.g.Shutdown(context.Background(), 300*time.Millisecond) }()
+	go func() { done <- e.g.Shutdown(context.Background(), 2*time.Second) }()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		code, body := get(admin + "/readyz")
@@ -228,5 +231,52 @@ func TestHTTPMasqueraded(t *testing.T) {
 	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "CLIENTS ARE MASQUERADED*", "node": "127.0.0.150", "protocol": "http"})
 	if recs := e.records(t); len(recs) != 1 || !recs[0].Provenance.Masqueraded {
 		t.Errorf("records %+v", recs)
+	}
+}
+
+// TestSlowBodyCutOff: a client that trickles its body is cut off at
+// HTTPReadTimeout instead of holding its connection and goroutine, and
+// nothing it sent is written (found by the project's review, 2026-12-02).
+func TestSlowBodyCutOff(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	e := start(t, func(c *Config) {
+		c.HTTPAddr = "127.0.0.1:0"
+		c.HTTPTrusted = clientip.MustParsePrefixSet("127.0.0.50")
+		c.HTTPHeader = "X-Forwarded-For"
+		c.HTTPReadTimeout = timeout
+	})
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.61")}}
+	c, err := d.DialContext(t.Context(), "tcp", e.g.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := `{"device":"slow","seq":1}`
+	fmt.Fprintf(c, "POST /v1/telemetry HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	start := time.Now()
+	for i := 0; i < len(body)-1; i++ {
+		if _, err := c.Write([]byte{body[i]}); err != nil {
+			break // the gateway closed the connection
+		}
+		time.Sleep(100 * time.Millisecond)
+		if time.Since(start) > 5*timeout {
+			break
+		}
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusOK {
+			t.Fatalf("a trickled body was accepted: %d", resp.StatusCode)
+		}
+	}
+	if d := time.Since(start); d > 5*timeout+time.Second {
+		t.Errorf("cut off after %v, want about %v", d, timeout)
+	}
+	for _, r := range e.records(t) {
+		if r.Device == "slow" {
+			t.Errorf("the slow client's reading was written: %+v", r)
+		}
 	}
 }
