@@ -152,6 +152,22 @@ type Sink struct {
 	torn                                int64
 }
 
+// sender is who a reading is de-duplicated under: the device name, and the
+// subject of the client certificate that authenticated it when there is one.
+// A redelivery comes from the same sender, so it is still recognised; but a
+// reading posted under a certificate-bound device's name by someone without
+// its certificate (over HTTP, or over MQTT while client certificates are
+// optional) is another sender, so it can never make the genuine reading with
+// the same seq pass for a duplicate and go unwritten after its acknowledgement.
+// Readings without a certificate share the device name alone: without
+// authentication a device can be impersonated, and the README says so.
+func sender(device, tlsSubject string) string {
+	if tlsSubject == "" {
+		return device
+	}
+	return device + "\x00" + tlsSubject
+}
+
 type request struct {
 	dev  string
 	seq  uint64
@@ -209,11 +225,14 @@ func (s *Sink) recover() error {
 		if err == nil {
 			off += int64(len(line))
 			var id struct {
-				Device string `json:"device"`
-				Seq    uint64 `json:"seq"`
+				Device     string `json:"device"`
+				Seq        uint64 `json:"seq"`
+				Provenance struct {
+					TLSSubject string `json:"tls_subject"`
+				} `json:"provenance"`
 			}
 			if json.Unmarshal(line, &id) == nil && id.Device != "" {
-				s.index.add(id.Device, id.Seq)
+				s.index.add(sender(id.Device, id.Provenance.TLSSubject), id.Seq)
 				s.existing++
 			}
 			continue
@@ -270,7 +289,8 @@ func (s *Sink) enqueue(ctx context.Context, rec *Record) (*request, error) {
 		return nil, err
 	}
 	line = append(line, '\n')
-	req := &request{dev: rec.Device, seq: rec.Seq, key: Key(rec.Device, rec.Seq), line: line, res: make(chan outcome, 1)}
+	dev := sender(rec.Device, rec.Provenance.TLSSubject)
+	req := &request{dev: dev, seq: rec.Seq, key: Key(dev, rec.Seq), line: line, res: make(chan outcome, 1)}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {

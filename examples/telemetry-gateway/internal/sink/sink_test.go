@@ -247,3 +247,47 @@ func TestEnqueueIsCommittedByClose(t *testing.T) {
 		t.Errorf("Enqueue after Close: %v", err)
 	}
 }
+
+// A reading is de-duplicated under its sender: the device and, when a client
+// certificate authenticated it, the certificate's subject. Someone without
+// the certificate who writes a certificate-bound device's (device, seq) first
+// cannot make the genuine reading pass for a duplicate and go unwritten after
+// it was acknowledged; the genuine sender's redelivery is still recognised,
+// also after a restart (found by the project's review, 2026-12-02).
+func TestDuplicatesAreSenderScoped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sink.jsonl")
+	forged := rec("meter-1", 7)
+	forged.Protocol, forged.Payload = "http", json.RawMessage(`{"device":"meter-1","seq":7,"temp":-999}`)
+	genuine := rec("meter-1", 7)
+	genuine.Provenance.TLSSubject = "CN=meter-1"
+	s := open(t, path, SyncFsync)
+	for _, tc := range []struct {
+		name string
+		r    *Record
+		dup  bool
+	}{
+		{"forged, no certificate", forged, false},
+		{"genuine, with the certificate", genuine, false},
+		{"genuine redelivery", genuine, true},
+		{"forged again", forged, true},
+	} {
+		if res, err := s.Append(t.Context(), tc.r); err != nil || res.Duplicate != tc.dup {
+			t.Fatalf("%s: %+v, %v; want duplicate %v", tc.name, res, err, tc.dup)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, path, SyncFsync)
+	defer s.Close()
+	if res, err := s.Append(t.Context(), genuine); err != nil || !res.Duplicate {
+		t.Fatalf("genuine redelivery after a restart: %+v, %v; want a duplicate", res, err)
+	}
+	sum, err := SummarizeFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Lines != 2 || sum.Count["meter-1/7"] != 2 {
+		t.Errorf("summary %+v; want the forged and the genuine reading, once each", sum)
+	}
+}
