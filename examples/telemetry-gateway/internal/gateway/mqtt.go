@@ -147,7 +147,7 @@ func (h *hook) ID() string { return "telemetry-gateway" }
 
 func (h *hook) Provides(b byte) bool {
 	switch b {
-	case mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPublish, mqtt.OnDisconnect:
+	case mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnSessionEstablished, mqtt.OnACLCheck, mqtt.OnPublish, mqtt.OnDisconnect:
 		return true
 	}
 	return false
@@ -160,18 +160,20 @@ func (h *hook) Provides(b byte) bool {
 // log line, and refuses with
 // CONNACK "not authorized" (MQTT 5 reason code 0x87, 3.1.1 return code 5).
 // mochi sends no CONNACK when OnConnect fails, so the hook sends it.
+//
+// An accepted connection gets no session here: mochi may still drop it
+// before its session is established (a CONNACK it cannot write, say) and
+// then never calls OnDisconnect. OnSessionEstablished records the session.
 func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	g := h.g
-	c := Connection{ClientID: cl.ID, MQTTVersion: cl.Properties.ProtocolVersion}
+	c := connectionOf(cl)
 	certCN, hasCert := "", false
 	if info, ok := chain.InfoFromConn(cl.Net.Conn); ok {
 		info.MarkConnected()
-		c.Conn, c.Facts, c.ServerName, c.TLSVersion, c.Subject = info.ID, info.Facts, info.ServerName, info.State.Version, info.Subject()
 		if len(info.State.PeerCertificates) > 0 {
 			certCN, hasCert = info.State.PeerCertificates[0].Subject.CommonName, true
 		}
 	}
-	c.Result, c.ResolveErr = middleware.ResultFromConn(cl.Net.Conn)
 	ctx := context.Background()
 	if g.cfg.Observer != nil {
 		g.cfg.Observer.ObserveResolve(ctx, c.Result, c.ResolveErr)
@@ -203,21 +205,45 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 		}
 		return code
 	}
+	level := slog.LevelInfo
+	if c.Result.Masqueraded {
+		level = slog.LevelWarn
+	}
+	g.log.LogAttrs(ctx, level, "mqtt connection", c.attrs()...)
+	g.met.connection(ctx, "accepted", middleware.OutcomeOf(c.ResolveErr).String())
+	g.notify(c)
+	return nil
+}
+
+// connectionOf collects what the listener and clientip knew about cl's
+// connection; the decision fields are left zero.
+func connectionOf(cl *mqtt.Client) Connection {
+	c := Connection{ClientID: cl.ID, MQTTVersion: cl.Properties.ProtocolVersion}
+	if info, ok := chain.InfoFromConn(cl.Net.Conn); ok {
+		c.Conn, c.Facts, c.ServerName, c.TLSVersion, c.Subject = info.ID, info.Facts, info.ServerName, info.State.Version, info.Subject()
+	}
+	c.Result, c.ResolveErr = middleware.ResultFromConn(cl.Net.Conn)
+	return c
+}
+
+// OnSessionEstablished records the session of a client that OnConnect
+// accepted, once mochi has sent its CONNACK and is about to read its
+// packets. From here on mochi always calls OnDisconnect when the connection
+// ends, so a session (and the clients gauge) lives exactly as long as the
+// connection; a connection dropped between OnConnect and here never had
+// one. OnPublish, which runs on the read loop, only sees clients that got
+// here.
+func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
+	c := connectionOf(cl)
 	s := &session{conn: c, prov: provenance(&c), start: time.Now()}
 	s.key = limiter.Key{Prefix: clientip.RateLimitKey(c.Result.Client)}
-	level := slog.LevelInfo
 	if c.Result.Masqueraded {
 		// The node's address stands for every client it forwards: limit
 		// per device identity under it, never the node as a whole.
 		s.key.Identity = cl.ID
-		level = slog.LevelWarn
 	}
 	h.sessions.Store(cl, s)
-	g.log.LogAttrs(ctx, level, "mqtt connection", c.attrs()...)
-	g.met.connection(ctx, "accepted", middleware.OutcomeOf(c.ResolveErr).String())
-	g.met.clients.Add(ctx, 1)
-	g.notify(c)
-	return nil
+	h.g.met.clients.Add(context.Background(), 1)
 }
 
 // admit is the edge policy: the allowlist when there is one; otherwise
