@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/trafficpolicy"
@@ -22,5 +24,29 @@ func TestHeaderlessTrustedNodeIsFlagged(t *testing.T) {
 	res, err := r.Resolve(clientip.Transport{Peer: netip.AddrPortFrom(nodeAddr(3).v4, 40000)}, nil)
 	if !errors.Is(err, clientip.ErrMasqueraded) || !res.Masqueraded {
 		t.Errorf("Resolve(headerless from a trusted node) = %v, %v; want ErrMasqueraded", res, err)
+	}
+}
+
+// Options the lab cannot run with are refused before anything is built
+// (a negative -conns once crashed it after the namespaces were up).
+func TestOptionsValidate(t *testing.T) {
+	if err := DefaultOptions().validate(); err != nil {
+		t.Fatalf("default options: %v", err)
+	}
+	for _, mutate := range []func(*Options){
+		func(o *Options) { o.Conns = -1 },
+		func(o *Options) { o.Conns = 0 },
+		func(o *Options) { o.SkewConns = -1 },
+		func(o *Options) { o.SkewConns = maxConns + 1 },
+		func(o *Options) { o.Timing.Rise = 0 },
+		func(o *Options) { o.Timing.Interval = -time.Second },
+		func(o *Options) { o.Timing.Timeout = 2 * o.Timing.Interval },
+	} {
+		o := DefaultOptions()
+		mutate(&o)
+		rep, err := Run(context.Background(), o)
+		if err == nil || rep == nil || rep.Err == nil {
+			t.Errorf("Run(%+v) = %v; want an options error", o, err)
+		}
 	}
 }

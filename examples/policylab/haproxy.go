@@ -79,27 +79,36 @@ backend plain
 
 // haproxyProc is a running HAProxy in the load balancer's namespace.
 type haproxyProc struct {
-	cmd    *exec.Cmd
-	sock   string
-	stderr *bytes.Buffer
-	exited chan struct{}
+	cmd     *exec.Cmd
+	sock    string
+	sockDir string // removed by stop
+	stderr  *bytes.Buffer
+	exited  chan struct{}
 }
 
 // startHAProxy writes the configuration to dir and starts HAProxy in the
 // foreground (-db) inside ns. It dies with the lab (Pdeathsig) and is stopped
 // by stop.
 func startHAProxy(ctx context.Context, ns netns, dir string, checkPort int, t trafficpolicy.Timing, v6 bool) (*haproxyProc, error) {
-	sock := filepath.Join(dir, "haproxy.sock")
-	os.Remove(sock)
-	cfgPath := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfgPath, []byte(haproxyConfig(sock, checkPort, t, v6)), 0o600); err != nil {
+	// The stats socket's path must fit in a Unix socket address (108
+	// bytes), which dir may not (a test's temporary directory under a long
+	// TMPDIR): it gets a short directory of its own under /tmp.
+	sockDir, err := os.MkdirTemp("/tmp", "plab")
+	if err != nil {
 		return nil, err
 	}
-	h := &haproxyProc{sock: sock, stderr: new(bytes.Buffer), exited: make(chan struct{})}
+	sock := filepath.Join(sockDir, "haproxy.sock")
+	cfgPath := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfgPath, []byte(haproxyConfig(sock, checkPort, t, v6)), 0o600); err != nil {
+		os.RemoveAll(sockDir)
+		return nil, err
+	}
+	h := &haproxyProc{sock: sock, sockDir: sockDir, stderr: new(bytes.Buffer), exited: make(chan struct{})}
 	h.cmd = exec.Command("ip", "netns", "exec", string(ns), "haproxy", "-db", "-f", cfgPath)
 	h.cmd.Stdout, h.cmd.Stderr = h.stderr, h.stderr
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := h.cmd.Start(); err != nil {
+		os.RemoveAll(sockDir)
 		return nil, fmt.Errorf("haproxy: %w", err)
 	}
 	go func() {
@@ -113,6 +122,7 @@ func startHAProxy(ctx context.Context, ns netns, dir string, checkPort int, t tr
 		}
 		select {
 		case <-h.exited:
+			h.stop() // removes sockDir
 			return nil, fmt.Errorf("haproxy exited: %s", strings.TrimSpace(h.stderr.String()))
 		case <-ctx.Done():
 			h.stop()
@@ -128,7 +138,11 @@ func startHAProxy(ctx context.Context, ns netns, dir string, checkPort int, t tr
 
 // stop terminates HAProxy and waits for it, killing it after a grace period.
 func (h *haproxyProc) stop() {
-	if h == nil || h.cmd.Process == nil {
+	if h == nil {
+		return
+	}
+	defer os.RemoveAll(h.sockDir)
+	if h.cmd.Process == nil {
 		return
 	}
 	select {

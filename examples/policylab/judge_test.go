@@ -116,12 +116,12 @@ func TestPeerClass(t *testing.T) {
 	for addr, want := range map[string]string{
 		"192.0.2.11":           "client",
 		"198.51.100.12":        "node",
-		"10.244.2.1":           "node", // n2's pod gateway: masquerade to a local pod
-		"fd00:10:244:3::1":     "node",
+		"203.0.113.161":        "node", // n2's pod gateway: masquerade to a local pod
+		"2001:db8:244:3::1":    "node",
 		"::ffff:198.51.100.13": "node",
 		"198.51.100.1":         "load balancer",
 		"2001:db8:100::1":      "load balancer",
-		"10.244.1.10":          "other", // a pod is nobody's masquerade address
+		"203.0.113.138":        "other", // a pod is nobody's masquerade address
 		"192.0.2.12":           "other",
 	} {
 		if got := peerClass(netip.MustParseAddr(addr), client1.Addr(), n); got != want {

@@ -57,7 +57,7 @@ func TestKubeRulesCluster(t *testing.T) {
 	if len(svc) != 4 { // the cluster IP's masquerade rule and three endpoints
 		t.Fatalf("KUBE-SVC = %q", svc)
 	}
-	if !has(svc[0], "! -s 10.244.0.0/16") || !has(svc[0], "-d 10.96.0.10") {
+	if !has(svc[0], "! -s 203.0.113.128/25") || !has(svc[0], "-d 203.0.113.40") {
 		t.Errorf("first KUBE-SVC rule %q, want masquerade of cluster-IP traffic from outside the pod network", svc[0])
 	}
 	for i, p := range []string{"--probability 0.3333333333", "--probability 0.5000000000", ""} {
@@ -78,7 +78,7 @@ func TestKubeRulesCluster(t *testing.T) {
 	if len(sep) != 6 {
 		t.Fatalf("KUBE-SEP rules = %q, want hairpin masquerade and DNAT per endpoint", sep)
 	}
-	if !has(sep[0], "-s 10.244.1.10 ") || !has(sep[0], "KUBE-MARK-MASQ") || !has(sep[1], "DNAT --to-destination 10.244.1.10:8080") {
+	if !has(sep[0], "-s 203.0.113.138 ") || !has(sep[0], "KUBE-MARK-MASQ") || !has(sep[1], "DNAT --to-destination 203.0.113.138:8080") {
 		t.Errorf("KUBE-SEP = %q", sep[:2])
 	}
 }
@@ -89,7 +89,7 @@ func TestKubeRulesLocal(t *testing.T) {
 	t.Run("node with endpoints", func(t *testing.T) {
 		text := kubeRules(svc, "n1")
 		ext := lines(text, "KUBE-EXT-")
-		want := []string{"-s 10.244.0.0/16", "--src-type LOCAL -j KUBE-MARK-MASQ", "--src-type LOCAL -j KUBE-SVC-", "-j KUBE-SVL-"}
+		want := []string{"-s 203.0.113.128/25", "--src-type LOCAL -j KUBE-MARK-MASQ", "--src-type LOCAL -j KUBE-SVC-", "-j KUBE-SVL-"}
 		if len(ext) != len(want) {
 			t.Fatalf("KUBE-EXT = %q", ext)
 		}
@@ -99,7 +99,7 @@ func TestKubeRulesLocal(t *testing.T) {
 			}
 		}
 		svl := lines(text, "KUBE-SVL-")
-		if len(svl) != 2 || !has(svl[0], "10.244.1.10") || !has(svl[1], "10.244.1.11") {
+		if len(svl) != 2 || !has(svl[0], "203.0.113.138") || !has(svl[1], "203.0.113.139") {
 			t.Errorf("KUBE-SVL = %q, want n1's two endpoints only", svl)
 		}
 		if has(text, "DROP") {
@@ -126,7 +126,7 @@ func TestKubeRulesLocal(t *testing.T) {
 			}
 		}
 		// Pods on this node still reach every endpoint (short-circuit).
-		if ext := lines(text, "KUBE-EXT-"); len(ext) != 3 || !has(ext[0], "-s 10.244.0.0/16 ") {
+		if ext := lines(text, "KUBE-EXT-"); len(ext) != 3 || !has(ext[0], "-s 203.0.113.128/25 ") {
 			t.Errorf("KUBE-EXT = %q", ext)
 		}
 	})
@@ -137,10 +137,10 @@ func TestKubeRulesTerminatingFallback(t *testing.T) {
 	// for n2's local traffic, while the cluster-wide set takes the ready ones.
 	svc := testService(trafficpolicy.ExternalLocal, 4, ready("n1", epA), terminating("n2", epC))
 	text := kubeRules(svc, "n2")
-	if svl := lines(text, "KUBE-SVL-"); len(svl) != 1 || !has(svl[0], "10.244.2.10") {
+	if svl := lines(text, "KUBE-SVL-"); len(svl) != 1 || !has(svl[0], "203.0.113.170") {
 		t.Errorf("KUBE-SVL = %q, want the terminating endpoint", svl)
 	}
-	if svc := lines(text, "KUBE-SVC-"); len(svc) != 2 || has(svc[1], "10.244.2.10") {
+	if svc := lines(text, "KUBE-SVC-"); len(svc) != 2 || has(svc[1], "203.0.113.170") {
 		t.Errorf("KUBE-SVC = %q, want the ready endpoint only", svc)
 	}
 	if has(text, "DROP") {
@@ -148,7 +148,7 @@ func TestKubeRulesTerminatingFallback(t *testing.T) {
 	}
 	// With no ready endpoint anywhere, the cluster-wide set falls back too.
 	text = kubeRules(testService(trafficpolicy.ExternalCluster, 4, terminating("n2", epC)), "n1")
-	if svc := lines(text, "KUBE-SVC-"); len(svc) != 2 || !has(svc[1], "10.244.2.10") {
+	if svc := lines(text, "KUBE-SVC-"); len(svc) != 2 || !has(svc[1], "203.0.113.170") {
 		t.Errorf("KUBE-SVC = %q, want the terminating endpoint", svc)
 	}
 }
@@ -165,7 +165,7 @@ func TestKubeRulesNoEndpoints(t *testing.T) {
 
 func TestKubeRulesIPv6(t *testing.T) {
 	text := kubeRules(testService(trafficpolicy.ExternalCluster, 6, ready("n1", podAddr(1, 0).v6)), "n1")
-	for _, want := range []string{"-d 2001:db8:ffff::10 -p tcp", "-d fd00:10:96::10", "! -s fd00:10:244::/48", "--to-destination [fd00:10:244:1::10]:8080"} {
+	for _, want := range []string{"-d 2001:db8:ffff::10 -p tcp", "-d 2001:db8:ffff::40", "! -s 2001:db8:244::/48", "--to-destination [2001:db8:244:1::10]:8080"} {
 		if !has(text, want) {
 			t.Errorf("IPv6 rules lack %q", want)
 		}

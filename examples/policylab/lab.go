@@ -30,12 +30,30 @@ type Options struct {
 	// IPv6 adds IPv6 clients where the kernel path allows.
 	IPv6 bool
 
-	// Dir holds HAProxy's configuration and stats socket; "" means a
-	// temporary directory that is removed at the end.
+	// Dir holds HAProxy's configuration; "" means a temporary directory that
+	// is removed at the end.
 	Dir string
 
 	// Logf, when set, reports progress.
 	Logf func(format string, args ...any)
+}
+
+// maxConns bounds Conns and SkewConns: every load loop of the lab is bounded.
+const maxConns = 10000
+
+// validate reports options the lab cannot run with.
+func (o Options) validate() error {
+	switch {
+	case o.Conns < 1 || o.Conns > maxConns:
+		return fmt.Errorf("conns %d is outside 1..%d", o.Conns, maxConns)
+	case o.SkewConns < 1 || o.SkewConns > maxConns:
+		return fmt.Errorf("skew-conns %d is outside 1..%d", o.SkewConns, maxConns)
+	case o.Timing.Rise < 1 || o.Timing.Fall < 1:
+		return fmt.Errorf("rise %d and fall %d must be at least 1", o.Timing.Rise, o.Timing.Fall)
+	case o.Timing.Interval <= 0 || o.Timing.Timeout < 0 || o.Timing.Timeout > o.Timing.Interval:
+		return fmt.Errorf("interval %v must be positive and timeout %v at most the interval", o.Timing.Interval, o.Timing.Timeout)
+	}
+	return nil
 }
 
 // DefaultOptions are the options of go run ./policylab and the test: probes
@@ -263,7 +281,7 @@ func (l *Lab) wire(ctx context.Context) error {
 			if o != n {
 				sub := podSubnet(o.index)
 				batches[n.ns] = append(batches[n.ns],
-					fmt.Sprintf("route add %s via %s", pfx(sub.v4, 24), o.addr.v4),
+					fmt.Sprintf("route add %s via %s", pfx(sub.v4, podSubnetBits), o.addr.v4),
 					fmt.Sprintf("route add %s via %s", pfx(sub.v6, 64), o.addr.v6))
 			}
 		}

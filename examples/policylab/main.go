@@ -48,12 +48,8 @@ func main() {
 	// A closed standard output or error (| head) must not kill the lab
 	// before it has removed its namespaces: writes fail with EPIPE instead.
 	signal.Ignore(syscall.SIGPIPE)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop() // a second signal kills at once; the next run removes what is left
-	}()
-	rep, err := Run(ctx, opt)
+	// Run catches SIGINT, SIGTERM and SIGHUP itself.
+	rep, err := Run(context.Background(), opt)
 	rep.Markdown(os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "policylab:", err)

@@ -66,9 +66,19 @@ var (
 	vipHAProxy     = mustDual("203.0.113.20", "2001:db8:ffff::20")
 	vipHAProxyPP   = mustDual("203.0.113.30", "2001:db8:ffff::30")
 
-	clusterIP = mustDual("10.96.0.10", "fd00:10:96::10")
-	podCIDR   = [2]netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/48")}
+	// The cluster IP and the pods also take documentation addresses: the
+	// cluster IP beside the VIPs, and the pods the upper half of
+	// 203.0.113.0/24, a /27 per node (and a /64 per node in 2001:db8:244::/48).
+	clusterIP = mustDual("203.0.113.40", "2001:db8:ffff::40")
+	podCIDR   = [2]netip.Prefix{netip.MustParsePrefix("203.0.113.128/25"), netip.MustParsePrefix("2001:db8:244::/48")}
 )
+
+// podSubnetBits is the length of a node's IPv4 pod subnet (its IPv6 one is a
+// /64).
+const podSubnetBits = 27
+
+// podBase4 is node i's IPv4 pod subnet address (i from 1).
+func podBase4(node int) int { return 128 + 32*(node-1) }
 
 func podCIDRFor(f family) netip.Prefix {
 	if f == 6 {
@@ -87,19 +97,21 @@ func nodeAddr(i int) dual {
 	return mustDual(fmt.Sprintf("198.51.100.%d", 10+i), fmt.Sprintf("2001:db8:100::%d", 10+i))
 }
 
-// podGateway is node i's address towards its pods, on every pod veth:
-// 10.244.i.1. Masquerading picks it when the endpoint is on the same node.
+// podGateway is node i's address towards its pods, on every pod veth: the
+// first of its pod subnet (203.0.113.129 on n1, 2001:db8:244:1::1).
+// Masquerading picks it when the endpoint is on the same node.
 func podGateway(i int) dual {
-	return mustDual(fmt.Sprintf("10.244.%d.1", i), fmt.Sprintf("fd00:10:244:%d::1", i))
+	return mustDual(fmt.Sprintf("203.0.113.%d", podBase4(i)+1), fmt.Sprintf("2001:db8:244:%d::1", i))
 }
 
-// podAddr is the address of pod k (from 0) on node i: 10.244.i.(10+k).
+// podAddr is the address of pod k (from 0) on node i: the (10+k)th of its
+// pod subnet (203.0.113.138 for n1's first pod, 2001:db8:244:1::10).
 func podAddr(node, k int) dual {
-	return mustDual(fmt.Sprintf("10.244.%d.%d", node, 10+k), fmt.Sprintf("fd00:10:244:%d::%d", node, 10+k))
+	return mustDual(fmt.Sprintf("203.0.113.%d", podBase4(node)+10+k), fmt.Sprintf("2001:db8:244:%d::%d", node, 10+k))
 }
 
 func podSubnet(node int) dual {
-	return mustDual(fmt.Sprintf("10.244.%d.0", node), fmt.Sprintf("fd00:10:244:%d::", node))
+	return mustDual(fmt.Sprintf("203.0.113.%d", podBase4(node)), fmt.Sprintf("2001:db8:244:%d::", node))
 }
 
 // labNetwork is what the model needs to turn an Expectation into a clientip

@@ -7,7 +7,9 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sourceip/sourceip/trafficpolicy"
@@ -46,8 +48,21 @@ func lookPath(name string) (string, error) {
 // failure or when ctx is cancelled. The report holds what was measured until
 // then; err is a failure to run, not a failed verdict.
 func Run(ctx context.Context, opt Options) (rep *Report, err error) {
+	// An interrupted lab must still remove what it built, whoever called
+	// Run (the command or a test binary, which would otherwise die on
+	// SIGINT): the first SIGINT, SIGTERM or SIGHUP cancels the run, and a
+	// second one kills at once (the next run then removes what is left).
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	if opt.Timing.Timeout == 0 {
 		opt.Timing.Timeout = opt.Timing.Interval
+	}
+	if err := opt.validate(); err != nil {
+		return &Report{Started: time.Now(), Timing: opt.Timing, Err: err}, fmt.Errorf("options: %w", err)
 	}
 	l := &Lab{opt: opt, policy: trafficpolicy.ExternalCluster}
 	rep = &Report{Started: time.Now(), Timing: opt.Timing, Env: environment()}

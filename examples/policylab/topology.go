@@ -20,13 +20,14 @@ func (l *Lab) topology() string {
                                   │ br-int: 198.51.100.0/24, 2001:db8:100::/64
         ┌─────────────────────────┼─────────────────────────┐
  n1 198.51.100.11          n2 198.51.100.12          n3 198.51.100.13
-  ├ n1-a 10.244.1.10        └ n2-a 10.244.2.10        └ n3-caller 10.244.3.10
-  └ n1-b 10.244.1.11                                    (a pod, not an endpoint)
+  ├ n1-a 203.0.113.138      └ n2-a 203.0.113.170      └ n3-caller 203.0.113.202
+  └ n1-b 203.0.113.139                                  (a pod, not an endpoint)
 
  Every node: kube-proxy's rules (iptables and ip6tables) for Service lab/echo: port 80 → pods :8080,
- nodePort %[2]d, cluster IP 10.96.0.10, the three load-balancer addresses as ingress IPs (ipMode VIP);
+ nodePort %[2]d, cluster IP 203.0.113.40, the three load-balancer addresses as ingress IPs (ipMode VIP);
  the Service's health server on :%[3]d (a trafficpolicy.HealthServer), kube-proxy's /healthz on :%[4]d;
- default route via the lb. Pods have IPv4 and IPv6 addresses (10.244.N.0/24, fd00:10:244:N::/64),
- each a /32 (/128) route over its own veth; the node answers for 10.244.N.1 on every pod veth.
+ default route via the lb. Pods have IPv4 and IPv6 addresses (a /27 of 203.0.113.128/25 per node,
+ 2001:db8:244:N::/64), each a /32 (/128) route over its own veth; the node answers for the first
+ address of its pod range (203.0.113.129 on n1) on every pod veth.
 `, l.prefix, nodePort, healthCheckNodePort, proxyHealthzPort)
 }
