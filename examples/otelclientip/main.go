@@ -3,7 +3,9 @@
 // X-Forwarded-For entry, which any client can write. Mounting sourceip's
 // resolve middleware inside otelhttp's handler, with otelsourceip as its
 // Observer, replaces it with the resolved client (the last value set for a
-// key wins) and adds the chain's other layers and sourceip's counters.
+// key wins), or with an empty value when resolution fails or lands on a
+// masquerading node, and adds the chain's other layers and sourceip's
+// counters.
 //
 //	go run ./otelclientip
 //

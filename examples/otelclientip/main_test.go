@@ -128,11 +128,17 @@ func TestOpenTelemetry(t *testing.T) {
 		{name: "direct client denied", path: "/admin", peer: "203.0.113.9:5000", xff: "198.51.100.7", code: 403,
 			attrs: "client.address=203.0.113.9 client.port=5000 network.peer.address=203.0.113.9 network.peer.port=5000 sourceip.hop=0 sourceip.outcome=resolved sourceip.reason=not_allowed sourceip.source=socket"},
 		{name: "malformed chain", path: "/", peer: "10.0.0.2:40000", xff: "198.51.100.7, junk", code: 400,
-			// otelhttp's own client.address (the leftmost entry) stays: the
-			// request was refused and sourceip.outcome says why.
-			attrs: "client.address=198.51.100.7 network.peer.address=10.0.0.2 network.peer.port=40000 sourceip.header=X-Forwarded-For sourceip.hop=1 sourceip.outcome=malformed sourceip.source=none"},
+			// otelhttp's client.address (the leftmost entry, which the client
+			// wrote) is cleared: the request was refused and sourceip.outcome
+			// says why.
+			attrs: "client.address= network.peer.address=10.0.0.2 network.peer.port=40000 sourceip.header=X-Forwarded-For sourceip.hop=1 sourceip.outcome=malformed sourceip.source=none"},
 		{name: "masquerading node", path: "/admin", peer: "192.168.1.10:3000", code: 403,
-			attrs: "client.address=192.168.1.10 network.peer.address=192.168.1.10 network.peer.port=3000 sourceip.hop=0 sourceip.masqueraded=true sourceip.outcome=masqueraded sourceip.reason=masqueraded sourceip.source=socket"},
+			// A node is not a client: client.address is cleared.
+			attrs: "client.address= network.peer.address=192.168.1.10 network.peer.port=3000 sourceip.hop=0 sourceip.masqueraded=true sourceip.outcome=masqueraded sourceip.reason=masqueraded sourceip.source=socket"},
+		{name: "forged entry before a masquerading node", path: "/", peer: "10.0.0.2:40000", xff: "6.6.6.6, 192.168.1.10", code: 200,
+			attrs: "client.address= network.peer.address=10.0.0.2 network.peer.port=40000 sourceip.header=X-Forwarded-For sourceip.hop=1 sourceip.masqueraded=true sourceip.outcome=masqueraded sourceip.source=x-forwarded-for sourceip.via=10.0.0.2"},
+		{name: "forged entry before garbage", path: "/", peer: "10.0.0.2:40000", xff: "6.6.6.6, junk", code: 400,
+			attrs: "client.address= network.peer.address=10.0.0.2 network.peer.port=40000 sourceip.header=X-Forwarded-For sourceip.hop=1 sourceip.outcome=malformed sourceip.source=none"},
 		{name: "admitted through two proxies", path: "/admin", peer: "10.0.0.2:40000", xff: "198.51.100.7, 10.0.0.3", code: 200,
 			attrs: "client.address=198.51.100.7 network.peer.address=10.0.0.2 network.peer.port=40000 sourceip.header=X-Forwarded-For sourceip.hop=2 sourceip.outcome=resolved sourceip.source=x-forwarded-for sourceip.via=10.0.0.3"},
 	}
@@ -218,12 +224,13 @@ func TestOpenTelemetry(t *testing.T) {
 	}
 	wantMetrics := map[string][]string{
 		otelsourceip.ResolutionsName: {
-			"sourceip.outcome=malformed,sourceip.source=none: 1",
+			"sourceip.outcome=malformed,sourceip.source=none: 2",
 			"sourceip.outcome=masqueraded,sourceip.source=socket: 1",
+			"sourceip.outcome=masqueraded,sourceip.source=x-forwarded-for: 1",
 			"sourceip.outcome=resolved,sourceip.source=socket: 1",
 			"sourceip.outcome=resolved,sourceip.source=x-forwarded-for: 2",
 		},
-		otelsourceip.MasqueradeDetectionsName: {"sourceip.source=socket: 1"},
+		otelsourceip.MasqueradeDetectionsName: {"sourceip.source=socket: 1", "sourceip.source=x-forwarded-for: 1"},
 		otelsourceip.PolicyDenialsName: {
 			"sourceip.reason=masqueraded,sourceip.source=socket: 1",
 			"sourceip.reason=not_allowed,sourceip.source=socket: 1",

@@ -54,12 +54,14 @@ const (
 // package's attributes for the source, outcome, hop, header, trusted hop,
 // PROXY source and masquerade flag, leaving out what is empty.
 //
-// client.address is only set for a client: not when resolution failed, and
-// not for a masqueraded result, whose address is a node standing in for a
-// client who is lost (the layer attributes still show it). Setting these
-// attributes on a span that otelhttp started replaces the client.address it
-// took from the leftmost X-Forwarded-For entry; see the package
-// documentation.
+// client.address names a client only: when resolution failed, and for a
+// masqueraded result, whose address is a node standing in for a client who
+// is lost (the layer attributes still show it), client.address is set to the
+// empty string. The OpenTelemetry API cannot remove an attribute from a
+// span, so this empty value is what overwrites one set earlier. Setting these
+// attributes on a span that otelhttp started thus replaces the client.address
+// it took from the leftmost X-Forwarded-For entry, a value the client wrote,
+// on every path; see the package documentation.
 func SpanAttributes(res clientip.Result, err error) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, 12)
 	if res.Client.IsValid() && !res.Masqueraded {
@@ -67,6 +69,8 @@ func SpanAttributes(res clientip.Result, err error) []attribute.KeyValue {
 		if p := res.ClientAddrPort().Port(); p != 0 {
 			attrs = append(attrs, semconv.ClientPort(int(p)))
 		}
+	} else {
+		attrs = append(attrs, semconv.ClientAddress(""))
 	}
 	if res.Peer.IsValid() {
 		attrs = append(attrs,

@@ -27,8 +27,8 @@
 // the context it is given, normally the server span of otelhttp or of the
 // application's own instrumentation, and does nothing when there is none.
 // [SpanAttributes] lists what it sets: client.address and client.port for the
-// resolved client, network.peer.address and network.peer.port for the socket
-// peer, and sourceip.source, sourceip.outcome, sourceip.hop, sourceip.header,
+// resolved client (client.address empty when there is none),
+// network.peer.address and network.peer.port for the socket peer, and sourceip.source, sourceip.outcome, sourceip.hop, sourceip.header,
 // sourceip.via, sourceip.proxy.address, sourceip.proxy.port and
 // sourceip.masqueraded for the rest of the chain. A denial adds
 // sourceip.reason. The one span it records itself is
@@ -61,15 +61,27 @@
 //
 //	handler := otelhttp.NewHandler(resolve(mux), "server") // resolve from middleware.New with Observer: inst
 //
-// Without the Observer, set the attribute in a handler:
+// client.address names the resolved client or nothing. When resolution
+// fails, or the result is masqueraded (its address is a node, not a client),
+// the Instrumentation sets client.address to the empty string, overwriting
+// otelhttp's value, which may be the leftmost X-Forwarded-For entry the
+// client wrote. It does not fall back to the socket peer: on these paths the
+// peer is a trusted proxy or a masquerading node, not the client, and it is
+// already in network.peer.address. The OpenTelemetry API cannot remove an
+// attribute from a span; overwriting it is how it is cleared.
+// sourceip.outcome on the same span says why there is no client, and
+// sourceip.masqueraded=true marks a masqueraded result.
+//
+// Without the Observer, set the attribute in a handler, clearing it when
+// there is no client:
 //
 //	res, ok := clientip.FromContext(r.Context())
+//	addr := ""
 //	if ok && !res.Masqueraded {
-//		trace.SpanFromContext(r.Context()).SetAttributes(semconv.ClientAddress(res.Client.String()))
+//		addr = res.Client.String()
 //	}
+//	trace.SpanFromContext(r.Context()).SetAttributes(semconv.ClientAddress(addr))
 //
-// When resolution fails the request is refused, and client.address keeps
-// otelhttp's value; sourceip.outcome on the same span says it was not
-// resolved. A masqueraded result does not set client.address either (its
-// address is a node, not a client): sourceip.masqueraded=true marks the span.
+// A request whose resolution failed is refused before it reaches the
+// handler, so only the Observer clears client.address on that path.
 package otelsourceip

@@ -63,12 +63,16 @@ func ExampleNew() {
 
 // Correcting the client.address that otelhttp took from the leftmost
 // X-Forwarded-For entry, in a handler behind the resolve middleware, without
-// an Instrumentation: the last value set wins.
+// an Instrumentation: the last value set wins. A masqueraded result names no
+// client, so the attribute is cleared (set empty) rather than left with the
+// client-written value.
 func Example_correctClientAddress() {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := ""
 		if res, ok := clientip.FromContext(r.Context()); ok && !res.Masqueraded {
-			trace.SpanFromContext(r.Context()).SetAttributes(semconv.ClientAddress(res.Client.String()))
+			addr = res.Client.String()
 		}
+		trace.SpanFromContext(r.Context()).SetAttributes(semconv.ClientAddress(addr))
 	})
 	_ = handler // mux.Handle("/", handler); otelhttp.NewHandler(resolve(mux), "server")
 }

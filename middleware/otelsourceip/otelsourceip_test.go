@@ -56,13 +56,13 @@ func TestSpanAttributes(t *testing.T) {
 		{name: "masqueraded node is not a client",
 			res:  clientip.Result{Client: a("192.168.1.10"), Source: clientip.SourceSocket, Peer: ap("192.168.1.10:3000"), Masqueraded: true},
 			err:  &clientip.ChainError{Err: clientip.ErrMasqueraded},
-			want: "network.peer.address=192.168.1.10 network.peer.port=3000 sourceip.source=socket sourceip.outcome=masqueraded sourceip.hop=0 sourceip.masqueraded=true"},
+			want: "client.address= network.peer.address=192.168.1.10 network.peer.port=3000 sourceip.source=socket sourceip.outcome=masqueraded sourceip.hop=0 sourceip.masqueraded=true"},
 		{name: "failure",
 			res:  clientip.Result{Peer: ap("10.0.0.1:4000"), Header: "X-Forwarded-For", Hop: 2},
 			err:  &clientip.ChainError{Hop: 2, Header: "X-Forwarded-For", Err: clientip.ErrMalformed},
-			want: "network.peer.address=10.0.0.1 network.peer.port=4000 sourceip.source=none sourceip.outcome=malformed sourceip.hop=2 sourceip.header=X-Forwarded-For"},
+			want: "client.address= network.peer.address=10.0.0.1 network.peer.port=4000 sourceip.source=none sourceip.outcome=malformed sourceip.hop=2 sourceip.header=X-Forwarded-For"},
 		{name: "Unix socket peer", res: clientip.Result{}, err: &clientip.ChainError{Err: clientip.ErrNoAddress},
-			want: "sourceip.source=none sourceip.outcome=no_address sourceip.hop=0"},
+			want: "client.address= sourceip.source=none sourceip.outcome=no_address sourceip.hop=0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
