@@ -6,9 +6,12 @@
 //	sourceip -peer 10.0.0.1:4431 -trusted 10.0.0.0/8 -header X-Forwarded-For \
 //	    -H 'X-Forwarded-For: 6.6.6.6, 203.0.113.7'
 //
-// Without -peer it walks through a few built-in cases (a direct client, a
-// forged X-Forwarded-For behind a proxy, a PROXY protocol load balancer, an RFC
-// 7239 Forwarded chain, a masquerading node) and prints what each resolves to.
+// Run with no arguments, it walks through a few built-in cases (a direct
+// client, a forged X-Forwarded-For behind a proxy, a PROXY protocol load
+// balancer, an RFC 7239 Forwarded chain, a masquerading node) and prints what
+// each resolves to. The other flags need -peer, and positional arguments are
+// refused: both are usage errors (exit status 2), as is any invalid flag
+// value. -h prints the usage and exits 0.
 package main
 
 import (
@@ -38,17 +41,47 @@ func (h headerFlags) Set(v string) error {
 }
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "sourceip:", err)
-		os.Exit(2)
-	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, out io.Writer) error {
+// usageError is a mistake in the command line: it is reported with the usage.
+type usageError struct{ error }
+
+// run runs the command and returns its exit status: 0 on success and for
+// -h, 2 for a usage error or an invalid configuration. Output goes to
+// stdout, except errors and the usage that follows them, which go to stderr.
+func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sourceip", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported below, once
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: sourceip [-peer addr:port|unix [flags]]\n\n"+
+			"Resolves one request's client address from the flags, or, with no\n"+
+			"arguments, walks through built-in cases. The flags other than -peer\n"+
+			"need -peer.\n\n")
+		fs.PrintDefaults()
+	}
+	err := parseAndRun(fs, args, stdout)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0
+	}
+	fmt.Fprintln(stderr, "sourceip:", err)
+	if _, ok := errors.AsType[usageError](err); ok {
+		fmt.Fprintln(stderr)
+		fs.SetOutput(stderr)
+		fs.Usage()
+	}
+	return 2
+}
+
+func parseAndRun(fs *flag.FlagSet, args []string, out io.Writer) error {
 	var cfg clientip.Config
 	headers := headerFlags{}
-	peer := fs.String("peer", "", "socket peer `addr:port`, or \"unix\" (empty: run the built-in cases)")
+	peer := fs.String("peer", "", "socket peer `addr:port`, or \"unix\" (omit it, and every other flag, to run the built-in cases)")
 	proxy := fs.String("proxy", "", "source `addr:port` from a PROXY protocol header")
 	fs.Var(&cfg.TrustedProxies, "trusted", "trusted proxy `prefixes` (CIDRs, addresses, loopback, private, linklocal, cgnat); repeatable")
 	fs.IntVar(&cfg.TrustedHops, "hops", 0, "trusted hop `count` (hop-count mode)")
@@ -57,9 +90,26 @@ func run(args []string, out io.Writer) error {
 	fs.Var(&cfg.Masquerade, "masquerade", "masquerading node `prefixes`; repeatable")
 	fs.Var(headers, "H", "request header `\"Name: value\"`; repeatable")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		// Parsing stops at the first argument that is not a flag, so any
+		// flags after it were not read either.
+		return usageError{fmt.Errorf("unexpected argument %q: sourceip takes no arguments, and flags after one are not parsed", fs.Arg(0))}
 	}
 	if *peer == "" {
+		var set []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name != "peer" {
+				set = append(set, "-"+f.Name)
+			}
+		})
+		if len(set) > 0 {
+			return usageError{fmt.Errorf("%s given without -peer (the built-in cases run only with no flags)", strings.Join(set, ", "))}
+		}
 		return demo(out)
 	}
 	var t clientip.Transport

@@ -7,9 +7,9 @@ import (
 )
 
 func TestDemo(t *testing.T) {
-	var out bytes.Buffer
-	if err := run(nil, &out); err != nil {
-		t.Fatal(err)
+	var out, errb bytes.Buffer
+	if code := run(nil, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	for _, want := range []string{
 		"result: 203.0.113.7 from socket (peer 203.0.113.7:51000)",
@@ -25,19 +25,60 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-func TestFlags(t *testing.T) {
-	var out bytes.Buffer
-	err := run([]string{"-peer", "10.0.0.1:4431", "-trusted", "10.0.0.0/8", "-header", "X-Forwarded-For",
-		"-H", "X-Forwarded-For: 6.6.6.6, 203.0.113.7"}, &out)
-	if err != nil {
-		t.Fatal(err)
+func TestRun(t *testing.T) {
+	resolve := []string{"-peer", "10.0.0.1:4431", "-trusted", "10.0.0.0/8", "-header", "X-Forwarded-For"}
+	with := func(more ...string) []string { return append(append([]string(nil), resolve...), more...) }
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		stdout  string // substring of stdout; "" means stdout must be empty
+		stderr  string // substring of stderr; "" means stderr must be empty
+		noUsage bool   // a usage error prints the usage after it; a config error does not
+	}{
+		{name: "resolve from flags", args: with("-H", "X-Forwarded-For: 6.6.6.6, 203.0.113.7"),
+			stdout: `"client":"203.0.113.7","source":"x-forwarded-for"`},
+		{name: "masqueraded from flags", args: with("-H", "X-Forwarded-For: 6.6.6.6, 203.0.113.7", "-masquerade", "203.0.113.0/24"),
+			stdout: "error:  clientip: address is a masquerading node"},
+		{name: "-h", args: []string{"-h"}, stdout: "usage: sourceip"},
+		{name: "-help after flags", args: with("-help"), stdout: "-masquerade prefixes"},
+
+		{name: "positional argument stops parsing", code: 2,
+			args:   with("-H", "X-Forwarded-For: 203.0.113.7", "198.51.100.9", "-masquerade", "203.0.113.0/24"),
+			stderr: `sourceip: unexpected argument "198.51.100.9"`},
+		{name: "positional argument alone", args: []string{"foo"}, code: 2, stderr: `unexpected argument "foo"`},
+		{name: "positional argument after --", args: with("--", "-masquerade"), code: 2, stderr: `unexpected argument "-masquerade"`},
+		{name: "flags without -peer", args: []string{"-trusted", "10.0.0.0/8", "-header", "X-Forwarded-For"}, code: 2,
+			stderr: "-header, -trusted given without -peer (the built-in cases run only with no flags)"},
+		{name: "empty -peer with flags", args: []string{"-peer", "", "-hops", "1"}, code: 2, stderr: "-hops given without -peer"},
+		{name: "unknown flag", args: []string{"-nope"}, code: 2, stderr: "sourceip: flag provided but not defined: -nope"},
+		{name: "bad flag value", args: []string{"-trusted", "10.0.0.1/8"}, code: 2, stderr: "sourceip: invalid value"},
+
+		{name: "bad -peer", args: []string{"-peer", "nope"}, code: 2, stderr: "sourceip: -peer:", noUsage: true},
+		{name: "bad config", args: []string{"-peer", "10.0.0.1:1", "-header", "X-Forwarded-For"}, code: 2, stderr: "sourceip: ", noUsage: true},
 	}
-	if !strings.Contains(out.String(), `"client":"203.0.113.7","source":"x-forwarded-for"`) {
-		t.Errorf("output: %s", out.String())
-	}
-	for _, bad := range [][]string{{"-peer", "nope"}, {"-peer", "10.0.0.1:1", "-header", "X-Forwarded-For"}, {"-trusted", "10.0.0.1/8"}} {
-		if err := run(bad, &bytes.Buffer{}); err == nil {
-			t.Errorf("run(%q) succeeded", bad)
-		}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(tc.args, &out, &errb)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, out.String(), errb.String())
+			}
+			check := func(name, got, want string) {
+				if want == "" && got != "" || !strings.Contains(got, want) {
+					t.Errorf("%s: %q, want it to contain %q", name, got, want)
+				}
+			}
+			check("stdout", out.String(), tc.stdout)
+			check("stderr", errb.String(), tc.stderr)
+			if tc.code == 2 {
+				if n := strings.Count(errb.String(), "sourceip:"); n != 1 {
+					t.Errorf("stderr names the error %d times: %s", n, errb.String())
+				}
+				if hasUsage := strings.Contains(errb.String(), "usage: sourceip"); hasUsage == tc.noUsage {
+					t.Errorf("usage printed %v, want %v: %s", hasUsage, !tc.noUsage, errb.String())
+				}
+			}
+		})
 	}
 }
