@@ -1,4 +1,4 @@
-package otelsourceip
+package main
 
 import (
 	"context"
@@ -13,18 +13,21 @@ import (
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/middleware"
+	"github.com/sourceip/sourceip/middleware/otelsourceip"
 )
 
 // TestClientAddressOverwritten pins that the span a request ends with never
 // keeps a client.address the client wrote: the test pre-sets client.address
 // on the server span to the leftmost X-Forwarded-For entry, as otelhttp
 // does, runs the resolve middleware with the Instrumentation as Observer, and
-// reads the ended span from the SDK's in-memory recorder.
+// reads the ended span from the SDK's in-memory recorder. It lives in the
+// examples module, which may depend on the OpenTelemetry SDK; the library
+// depends on the API only.
 func TestClientAddressOverwritten(t *testing.T) {
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
-	inst, err := New(WithTracerProvider(tp))
+	inst, err := otelsourceip.New(otelsourceip.WithTracerProvider(tp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,10 +67,10 @@ func TestClientAddressOverwritten(t *testing.T) {
 			if !ok || got.AsString() != tc.address {
 				t.Errorf("client.address = %q (present %v), want %q", got.AsString(), ok, tc.address)
 			}
-			if got, _ := lookup(attrs, OutcomeKey); got.AsString() != tc.outcome {
+			if got, _ := lookup(attrs, otelsourceip.OutcomeKey); got.AsString() != tc.outcome {
 				t.Errorf("sourceip.outcome = %q, want %q", got.AsString(), tc.outcome)
 			}
-			if got, _ := lookup(attrs, MasqueradedKey); got.AsBool() != tc.masqueraded {
+			if got, _ := lookup(attrs, otelsourceip.MasqueradedKey); got.AsBool() != tc.masqueraded {
 				t.Errorf("sourceip.masqueraded = %v, want %v", got.AsBool(), tc.masqueraded)
 			}
 			if got, _ := lookup(attrs, semconv.NetworkPeerAddressKey); got.AsString() != "10.0.0.2" {
