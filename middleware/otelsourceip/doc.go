@@ -28,7 +28,8 @@
 // application's own instrumentation, and does nothing when there is none.
 // [SpanAttributes] lists what it sets: client.address and client.port for the
 // resolved client (client.address empty when there is none),
-// network.peer.address and network.peer.port for the socket peer, and sourceip.source, sourceip.outcome, sourceip.hop, sourceip.header,
+// network.peer.address and network.peer.port for the socket peer, and
+// sourceip.source, sourceip.outcome, sourceip.hop, sourceip.header,
 // sourceip.via, sourceip.proxy.address, sourceip.proxy.port and
 // sourceip.masqueraded for the rest of the chain. A denial adds
 // sourceip.reason. The one span it records itself is
