@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/internal/e2e"
 	"github.com/sourceip/sourceip/proxyproto"
 )
 
@@ -165,7 +167,7 @@ func TestListenerUnix(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s")
 	inner, err := net.Listen("unix", path)
 	if err != nil {
-		t.Skipf("no Unix sockets: %v", err)
+		e2e.Unavailable(t, "no Unix sockets: "+err.Error())
 	}
 	defer inner.Close()
 	for _, tc := range []struct {
@@ -350,7 +352,7 @@ func TestResolveUnixPeerNamedLikeAnIP(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "http.sock")
 	ln, err := net.Listen("unix", path)
 	if err != nil {
-		t.Skipf("no Unix sockets: %v", err)
+		e2e.Unavailable(t, "no Unix sockets: "+err.Error())
 	}
 	mw, err := New(Config{Resolver: clientip.MustNew(clientip.Config{TrustedProxies: clientip.Loopback(), Header: "X-Forwarded-For"})})
 	if err != nil {
@@ -368,11 +370,11 @@ func TestResolveUnixPeerNamedLikeAnIP(t *testing.T) {
 	t.Chdir(t.TempDir())
 	c, err := net.DialUnix("unix", &net.UnixAddr{Name: "127.0.0.1:9", Net: "unix"}, &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		t.Skipf("cannot bind a Unix client socket: %v", err)
+		e2e.Unavailable(t, "cannot bind a Unix client socket: "+err.Error())
 	}
 	defer c.Close()
 	if c.LocalAddr().String() != "127.0.0.1:9" {
-		t.Skipf("client socket bound as %q", c.LocalAddr())
+		e2e.Unavailable(t, fmt.Sprintf("client socket bound as %q", c.LocalAddr()))
 	}
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.66\r\nConnection: close\r\n\r\n")
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))

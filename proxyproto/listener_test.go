@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/internal/e2e"
 )
 
 // The listener tests run on loopback. 127.0.0.1 is the trusted load balancer;
@@ -554,7 +556,7 @@ func TestListenerUnixSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "pp.sock")
 	inner, err := net.Listen("unix", path)
 	if err != nil {
-		t.Skipf("unix sockets unavailable: %v", err)
+		e2e.Unavailable(t, "unix sockets unavailable: "+err.Error())
 	}
 	l, err := NewListener(inner, Config{TrustUnixSocket: true})
 	if err != nil {
@@ -700,7 +702,7 @@ func dialUnixNamed(t *testing.T, name, path string) *net.UnixConn {
 	t.Chdir(t.TempDir())
 	c, err := net.DialUnix("unix", &net.UnixAddr{Name: name, Net: "unix"}, &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		t.Skipf("cannot bind a Unix client socket: %v", err)
+		e2e.Unavailable(t, "cannot bind a Unix client socket: "+err.Error())
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -714,7 +716,7 @@ func TestListenerUnixPeerNamedLikeAnIP(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "pp.sock")
 	inner, err := net.Listen("unix", path)
 	if err != nil {
-		t.Skipf("unix sockets unavailable: %v", err)
+		e2e.Unavailable(t, "unix sockets unavailable: "+err.Error())
 	}
 	rejected := make(chan Rejection, 1)
 	l, err := NewListener(inner, Config{
@@ -734,7 +736,7 @@ func TestListenerUnixPeerNamedLikeAnIP(t *testing.T) {
 	}()
 	c := dialUnixNamed(t, "127.0.0.1:9", path)
 	if c.LocalAddr().String() != "127.0.0.1:9" {
-		t.Skipf("client socket bound as %q", c.LocalAddr())
+		e2e.Unavailable(t, fmt.Sprintf("client socket bound as %q", c.LocalAddr()))
 	}
 	c.Write([]byte("PROXY TCP4 203.0.113.66 192.0.2.1 1234 80\r\nhello"))
 	select {

@@ -32,3 +32,14 @@ func Require(tb testing.TB, name string) string {
 	}
 	return path
 }
+
+// Unavailable skips tb with reason, or fails it when [Required] is true: for
+// a test whose real part (a Unix socket, a bound client address) the machine
+// does not offer.
+func Unavailable(tb testing.TB, reason string) {
+	tb.Helper()
+	if Required() {
+		tb.Fatalf("%s, and SOURCEIP_E2E=require", reason)
+	}
+	tb.Skipf("%s; skipping (set SOURCEIP_E2E=require to fail instead)", reason)
+}
