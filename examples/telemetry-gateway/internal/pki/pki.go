@@ -85,17 +85,26 @@ func (ca *CA) issue(hosts []string, usage x509.ExtKeyUsage) (tls.Certificate, er
 	if len(hosts) == 0 {
 		return tls.Certificate{}, errors.New("pki: a certificate needs a name")
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
 	tmpl := template(hosts[0])
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{usage}
 	if usage == x509.ExtKeyUsageServerAuth {
 		addSANs(tmpl, hosts)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	return create(tmpl, ca.Cert, ca.Key)
+}
+
+// create makes a key and the certificate tmpl describes for it, signed by
+// parent's key, or by its own key when parent is nil (self-signed).
+func create(tmpl, parent *x509.Certificate, parentKey any) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
@@ -113,24 +122,12 @@ func SelfSigned(hosts ...string) (tls.Certificate, error) {
 	if len(hosts) == 0 {
 		return tls.Certificate{}, errors.New("pki: a certificate needs a name")
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
 	tmpl := template(hosts[0])
 	tmpl.IsCA = true
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	addSANs(tmpl, hosts)
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
+	return create(tmpl, nil, nil)
 }
 
 func template(cn string) *x509.Certificate {
