@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// benchServer serves l: each connection reads one byte, answers one byte and
-// waits for the client to close.
-func benchServer(l net.Listener) {
+// serveEach accepts from l until it is closed and handles each connection in
+// its own goroutine, closing it afterwards.
+func serveEach(l net.Listener, handle func(net.Conn)) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -18,14 +18,22 @@ func benchServer(l net.Listener) {
 		}
 		go func() {
 			defer c.Close()
-			b := make([]byte, 1)
-			if _, err := io.ReadFull(c, b); err != nil {
-				return
-			}
-			c.Write(b)
-			c.Read(b) // until the client's reset
+			handle(c)
 		}()
 	}
+}
+
+// benchServer serves l: each connection reads one byte, answers one byte and
+// waits for the client to close.
+func benchServer(l net.Listener) {
+	serveEach(l, func(c net.Conn) {
+		b := make([]byte, 1)
+		if _, err := io.ReadFull(c, b); err != nil {
+			return
+		}
+		c.Write(b)
+		c.Read(b) // until the client's reset
+	})
 }
 
 // benchRoundTrip opens one connection, sends payload (a header and one

@@ -141,24 +141,15 @@ func TestHAProxy(t *testing.T) {
 	}
 	defer l.Close()
 	resolver := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet(haproxyAddr)})
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				f, _ := FactsFromConn(c)
-				res, err := resolver.Resolve(f.Transport(), nil)
-				uid, hasUID := f.TLVs.UniqueID()
-				_, hasCRC := f.TLVs.CRC32C()
-				fmt.Fprintf(c, "v=%d cmd=%s peer=%s source=%s dest=%s client=%s from=%s err=%v uid=%t/%d crc=%t\n",
-					f.Version, f.Command, f.Peer.Addr(), f.Source, f.Destination, res.Client, res.Source, err, hasUID, len(uid), hasCRC)
-				io.Copy(io.Discard, c)
-			}()
-		}
-	}()
+	go serveEach(l, func(c net.Conn) {
+		f, _ := FactsFromConn(c)
+		res, err := resolver.Resolve(f.Transport(), nil)
+		uid, hasUID := f.TLVs.UniqueID()
+		_, hasCRC := f.TLVs.CRC32C()
+		fmt.Fprintf(c, "v=%d cmd=%s peer=%s source=%s dest=%s client=%s from=%s err=%v uid=%t/%d crc=%t\n",
+			f.Version, f.Command, f.Peer.Addr(), f.Source, f.Destination, res.Client, res.Source, err, hasUID, len(uid), hasCRC)
+		io.Copy(io.Discard, c)
+	})
 
 	v1, v2, mapped := startHAProxy(t, app.Addr().(*net.TCPAddr).Port)
 	tests := []struct {

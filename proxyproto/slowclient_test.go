@@ -80,21 +80,12 @@ func TestSlowClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4)
-				if _, err := io.ReadFull(c, buf); err == nil {
-					c.Write([]byte("pong"))
-				}
-			}()
+	go serveEach(l, func(c net.Conn) {
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err == nil {
+			c.Write([]byte("pong"))
 		}
-	}()
+	})
 	addr := l.Addr().String()
 	good := func() error {
 		c, err := DialContext(t.Context(), &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(lbAddr)}}, "tcp", addr,
