@@ -97,6 +97,7 @@ func BenchmarkResolveRequest(b *testing.B) {
 func BenchmarkParseRemoteAddr(b *testing.B) {
 	for _, s := range []string{"203.0.113.9:51234", "10.0.0.1:40000", "[fd00::1]:40000"} {
 		b.Run(s, func(b *testing.B) {
+			b.ReportAllocs()
 			for b.Loop() {
 				parseRemoteAddr(s)
 			}
