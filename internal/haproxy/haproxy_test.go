@@ -1,3 +1,5 @@
+//go:build unix
+
 package haproxy_test
 
 import (
@@ -117,6 +119,8 @@ func TestWrap(t *testing.T) {
 	c.Close()
 }
 
+// TestStartErrors: an early exit of haproxy is an error that says why and
+// carries what haproxy printed.
 func TestStartErrors(t *testing.T) {
 	bin := e2e.Require(t, "haproxy")[0]
 	taken := listen(t)
@@ -131,6 +135,19 @@ func TestStartErrors(t *testing.T) {
 		require.ErrorIs(t, err, haproxy.ErrExited)
 		assert.ErrorContains(t, err, "no-such-keyword")
 	})
+	t.Run("context ends first", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		p, err := haproxy.Start(ctx, haproxy.Config{Path: bin, Text: frontend(0, "127.0.0.1:9")})
+		if err == nil {
+			p.Stop()
+		}
+		require.ErrorIs(t, err, context.Canceled)
+	})
+}
+
+// TestStartRefusals needs no haproxy.
+func TestStartRefusals(t *testing.T) {
 	t.Run("no systemd support", func(t *testing.T) {
 		// A stand-in for a haproxy built without USE_SYSTEMD, which
 		// refuses -Ws with this alert.
@@ -142,21 +159,12 @@ func TestStartErrors(t *testing.T) {
 		_, err := start(t, haproxy.Config{Path: fake, Text: "global\n"})
 		require.ErrorIs(t, err, haproxy.ErrNoNotify)
 	})
-	t.Run("context ends first", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		p, err := haproxy.Start(ctx, haproxy.Config{Path: bin, Text: frontend(0, "127.0.0.1:9")})
-		if err == nil {
-			p.Stop()
-		}
-		require.ErrorIs(t, err, context.Canceled)
-	})
 	t.Run("missing program", func(t *testing.T) {
 		_, err := start(t, haproxy.Config{Path: filepath.Join(t.TempDir(), "none"), Text: "global\n"})
 		require.Error(t, err)
 	})
 	t.Run("empty config", func(t *testing.T) {
-		_, err := start(t, haproxy.Config{Path: bin})
+		_, err := start(t, haproxy.Config{Path: "haproxy"})
 		require.Error(t, err)
 	})
 }
