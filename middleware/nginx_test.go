@@ -22,7 +22,7 @@ import (
 // checks that a client's forged X-Forwarded-For does not name the client,
 // neither through nginx nor when the client reaches the server directly.
 func TestNginx(t *testing.T) {
-	nginx := e2e.Require(t, "nginx")
+	nginx := e2e.Require(t, "nginx")[0]
 
 	// The server trusts only nginx's address.
 	r := clientip.MustNew(clientip.Config{

@@ -2,13 +2,9 @@ package proxyproto
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"text/template"
@@ -57,69 +53,19 @@ backend be_v2
     server app 127.0.0.1:{{.App}} send-proxy-v2 proxy-v2-options crc32c,unique-id check inter 200ms source ` + haproxyAddr + `
 `))
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startHAProxy runs haproxy in the foreground with a generated config and
-// returns the frontends' addresses; it is killed when the test ends.
+// startHAProxy runs haproxy with the configuration above in front of the
+// server on port app and returns its frontends' addresses; it is stopped
+// when the test ends.
 func startHAProxy(t *testing.T, app int) (v1, v2, mapped string) {
-	bin := e2e.Require(t, "haproxy")
-	ports := struct{ V1, V2, Mapped, App int }{freePort(t), freePort(t), freePort(t), app}
-	var cfg bytes.Buffer
-	if err := haproxyConfig.Execute(&cfg, ports); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(path, cfg.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "-db", "-f", path)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("haproxy output:\n%s", out.String())
+	t.Helper()
+	p := e2e.StartHAProxy(t, 3, func(p []int) string {
+		var cfg strings.Builder
+		if err := haproxyConfig.Execute(&cfg, struct{ V1, V2, Mapped, App int }{p[0], p[1], p[2], app}); err != nil {
+			t.Fatal(err)
 		}
+		return cfg.String()
 	})
-	v1 = fmt.Sprintf("127.0.0.1:%d", ports.V1)
-	v2 = fmt.Sprintf("127.0.0.1:%d", ports.V2)
-	mapped = fmt.Sprintf("127.0.0.1:%d", ports.Mapped)
-	// Ready when every frontend accepts a connection.
-	deadline := time.Now().Add(10 * time.Second)
-	for _, a := range []string{v1, v2, mapped} {
-		for {
-			select {
-			case <-exited:
-				t.Fatalf("haproxy exited:\n%s", out.String())
-			default:
-			}
-			c, err := net.DialTimeout("tcp", a, time.Second)
-			if err == nil {
-				c.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("haproxy frontend %s not ready: %v\n%s", a, err, out.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	return v1, v2, mapped
+	return fmt.Sprintf("127.0.0.1:%d", p[0]), fmt.Sprintf("127.0.0.1:%d", p[1]), fmt.Sprintf("127.0.0.1:%d", p[2])
 }
 
 // TestHAProxy sends real send-proxy and send-proxy-v2 traffic through HAProxy

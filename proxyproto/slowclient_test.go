@@ -3,6 +3,7 @@
 package proxyproto
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -17,9 +18,9 @@ import (
 // raiseFDLimit makes room for n more descriptors, or skips (fails under
 // SOURCEIP_E2E=require: CI must run the slow-client test).
 func raiseFDLimit(t *testing.T, n uint64) {
-	skip := t.Skipf
-	if e2e.Required() {
-		skip = t.Fatalf
+	skip := func(format string, args ...any) {
+		t.Helper()
+		e2e.Unavailable(t, fmt.Sprintf(format, args...))
 	}
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {

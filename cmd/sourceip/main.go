@@ -9,7 +9,8 @@
 // Run with no arguments, it walks through a few built-in cases (a direct
 // client, a forged X-Forwarded-For behind a proxy, a PROXY protocol load
 // balancer, an RFC 7239 Forwarded chain, a masquerading node) and prints what
-// each resolves to. The other flags need -peer, and positional arguments are
+// each resolves to. -version prints the version (from the build information)
+// and exits 0. The other flags need -peer, and positional arguments are
 // refused: both are usage errors (exit status 2), as is any invalid flag
 // value. -h prints the usage and exits 0.
 package main
@@ -26,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/internal/version"
 )
 
 type headerFlags http.Header
@@ -54,10 +56,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sourceip", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported below, once
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: sourceip [-peer addr:port|unix [flags]]\n\n"+
+		fmt.Fprint(fs.Output(), "usage: sourceip [-version] [-peer addr:port|unix [flags]]\n\n"+
 			"Resolves one request's client address from the flags, or, with no\n"+
 			"arguments, walks through built-in cases. The flags other than -peer\n"+
-			"need -peer.\n\n")
+			"and -version need -peer.\n\n")
 		fs.PrintDefaults()
 	}
 	err := parseAndRun(fs, args, stdout)
@@ -89,6 +91,7 @@ func parseAndRun(fs *flag.FlagSet, args []string, out io.Writer) error {
 	fs.StringVar(&cfg.Header, "header", "", "forwarding header to read: X-Forwarded-For, Forwarded, or a single-address header")
 	fs.Var(&cfg.Masquerade, "masquerade", "masquerading node `prefixes`; repeatable")
 	fs.Var(headers, "H", "request header `\"Name: value\"`; repeatable")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -100,10 +103,14 @@ func parseAndRun(fs *flag.FlagSet, args []string, out io.Writer) error {
 		// flags after it were not read either.
 		return usageError{fmt.Errorf("unexpected argument %q: sourceip takes no arguments, and flags after one are not parsed", fs.Arg(0))}
 	}
+	if *showVersion {
+		fmt.Fprintln(out, "sourceip", version.String())
+		return nil
+	}
 	if *peer == "" {
 		var set []string
 		fs.Visit(func(f *flag.Flag) {
-			if f.Name != "peer" {
+			if f.Name != "peer" && f.Name != "version" {
 				set = append(set, "-"+f.Name)
 			}
 		})

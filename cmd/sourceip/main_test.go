@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestDemo(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run(nil, &out, &errb); code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
-	}
+	require.Equal(t, 0, run(nil, &out, &errb), errb.String())
 	for _, want := range []string{
 		"result: 203.0.113.7 from socket (peer 203.0.113.7:51000)",
 		"result: 198.51.100.20 from x-forwarded-for hop 2 via 10.0.0.3",
@@ -19,9 +20,7 @@ func TestDemo(t *testing.T) {
 		`error:  clientip: malformed address (hop 1 in X-Forwarded-For: "not-an-ip")`,
 		"error:  clientip: address is a masquerading node",
 	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("demo output lacks %q:\n%s", want, out.String())
-		}
+		assert.Contains(t, out.String(), want)
 	}
 }
 
@@ -42,6 +41,9 @@ func TestRun(t *testing.T) {
 			stdout: "error:  clientip: address is a masquerading node"},
 		{name: "-h", args: []string{"-h"}, stdout: "usage: sourceip"},
 		{name: "-help after flags", args: with("-help"), stdout: "-masquerade prefixes"},
+		{name: "-version", args: []string{"-version"}, stdout: "sourceip (devel), go1."},
+		{name: "-version with the other flags", args: with("-version", "-H", "X-Forwarded-For: 203.0.113.7"), stdout: "sourceip (devel), go1."},
+		{name: "-version and an argument", args: []string{"-version", "foo"}, code: 2, stderr: `unexpected argument "foo"`},
 
 		{name: "positional argument stops parsing", code: 2,
 			args:   with("-H", "X-Forwarded-For: 203.0.113.7", "198.51.100.9", "-masquerade", "203.0.113.0/24"),
@@ -61,23 +63,19 @@ func TestRun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			code := run(tc.args, &out, &errb)
-			if code != tc.code {
-				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, out.String(), errb.String())
-			}
+			assert.Equal(t, tc.code, code, "exit status\nstdout: %s\nstderr: %s", &out, &errb)
 			check := func(name, got, want string) {
-				if want == "" && got != "" || !strings.Contains(got, want) {
-					t.Errorf("%s: %q, want it to contain %q", name, got, want)
+				if want == "" {
+					assert.Empty(t, got, name)
+				} else {
+					assert.Contains(t, got, want, name)
 				}
 			}
 			check("stdout", out.String(), tc.stdout)
 			check("stderr", errb.String(), tc.stderr)
 			if tc.code == 2 {
-				if n := strings.Count(errb.String(), "sourceip:"); n != 1 {
-					t.Errorf("stderr names the error %d times: %s", n, errb.String())
-				}
-				if hasUsage := strings.Contains(errb.String(), "usage: sourceip"); hasUsage == tc.noUsage {
-					t.Errorf("usage printed %v, want %v: %s", hasUsage, !tc.noUsage, errb.String())
-				}
+				assert.Equal(t, 1, strings.Count(errb.String(), "sourceip:"), "stderr names the error once: %s", &errb)
+				assert.Equal(t, !tc.noUsage, strings.Contains(errb.String(), "usage: sourceip"), "usage printed: %s", &errb)
 			}
 		})
 	}

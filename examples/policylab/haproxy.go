@@ -10,14 +10,13 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/sourceip/sourceip/internal/haproxy"
 	"github.com/sourceip/sourceip/trafficpolicy"
 )
 
@@ -79,84 +78,44 @@ backend plain
 
 // haproxyProc is a running HAProxy in the load balancer's namespace.
 type haproxyProc struct {
-	cmd     *exec.Cmd
+	proc    *haproxy.Process
 	sock    string
 	sockDir string // removed by stop
-	stderr  *bytes.Buffer
-	exited  chan struct{}
 }
 
-// startHAProxy writes the configuration to dir and starts HAProxy in the
-// foreground (-db) inside ns. It dies with the lab (Pdeathsig) and is stopped
-// by stop.
-func startHAProxy(ctx context.Context, ns netns, dir string, checkPort int, t trafficpolicy.Timing, v6 bool) (*haproxyProc, error) {
+// startHAProxy starts HAProxy inside ns with the lab's configuration and
+// returns once it reports that it is ready (internal/haproxy: in the
+// foreground, -Ws; it dies with the lab). It is stopped by stop.
+func startHAProxy(ctx context.Context, ns netns, checkPort int, t trafficpolicy.Timing, v6 bool) (*haproxyProc, error) {
 	// The stats socket's path must fit in a Unix socket address (108
-	// bytes), which dir may not (a test's temporary directory under a long
-	// TMPDIR): it gets a short directory of its own under /tmp.
+	// bytes), which a directory under a long TMPDIR may not: it gets a
+	// short directory of its own under /tmp.
 	sockDir, err := os.MkdirTemp("/tmp", "plab")
 	if err != nil {
 		return nil, err
 	}
 	sock := filepath.Join(sockDir, "haproxy.sock")
-	cfgPath := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfgPath, []byte(haproxyConfig(sock, checkPort, t, v6)), 0o600); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	p, err := haproxy.Start(ctx, haproxy.Config{
+		Path: "haproxy",
+		Wrap: []string{"ip", "netns", "exec", string(ns)},
+		Text: haproxyConfig(sock, checkPort, t, v6),
+	})
+	if err != nil {
 		os.RemoveAll(sockDir)
 		return nil, err
 	}
-	h := &haproxyProc{sock: sock, sockDir: sockDir, stderr: new(bytes.Buffer), exited: make(chan struct{})}
-	h.cmd = exec.Command("ip", "netns", "exec", string(ns), "haproxy", "-db", "-f", cfgPath)
-	h.cmd.Stdout, h.cmd.Stderr = h.stderr, h.stderr
-	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := h.cmd.Start(); err != nil {
-		os.RemoveAll(sockDir)
-		return nil, fmt.Errorf("haproxy: %w", err)
-	}
-	go func() {
-		h.cmd.Wait()
-		close(h.exited)
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := h.stats(ctx); err == nil {
-			return h, nil
-		}
-		select {
-		case <-h.exited:
-			h.stop() // removes sockDir
-			return nil, fmt.Errorf("haproxy exited: %s", strings.TrimSpace(h.stderr.String()))
-		case <-ctx.Done():
-			h.stop()
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			h.stop()
-			return nil, fmt.Errorf("haproxy: stats socket not answering: %s", strings.TrimSpace(h.stderr.String()))
-		}
-	}
+	return &haproxyProc{proc: p, sock: sock, sockDir: sockDir}, nil
 }
 
-// stop terminates HAProxy and waits for it, killing it after a grace period.
+// stop terminates HAProxy and waits for it.
 func (h *haproxyProc) stop() {
 	if h == nil {
 		return
 	}
-	defer os.RemoveAll(h.sockDir)
-	if h.cmd.Process == nil {
-		return
-	}
-	select {
-	case <-h.exited:
-		return
-	default:
-	}
-	h.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-h.exited:
-	case <-time.After(2 * time.Second):
-		h.cmd.Process.Kill()
-		<-h.exited
-	}
+	h.proc.Stop()
+	os.RemoveAll(h.sockDir)
 }
 
 // haproxyStat is one row of "show stat".

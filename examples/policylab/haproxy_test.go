@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sourceip/sourceip/examples/internal/e2e"
+	"github.com/sourceip/sourceip/internal/e2e"
 	"github.com/sourceip/sourceip/trafficpolicy"
 )
 

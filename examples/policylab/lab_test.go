@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sourceip/sourceip/examples/internal/e2e"
+	"github.com/sourceip/sourceip/internal/e2e"
 )
 
 // TestLab builds the lab in network namespaces, runs every scenario and

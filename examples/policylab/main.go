@@ -26,6 +26,26 @@ import (
 
 func main() {
 	opt := DefaultOptions()
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), `usage: policylab [flags] > report.md
+
+policylab proves what a backend observes under each Kubernetes traffic
+policy (externalTrafficPolicy Cluster and Local, behind a passthrough load
+balancer and behind HAProxy with and without PROXY protocol) on a real
+kernel data path. It builds a small cluster in Linux network namespaces:
+clients, the load balancers, three nodes with kube-proxy's iptables rules
+and health servers, and pods running an echo backend built on sourceip. It
+sends connections through every path, compares what the backend saw at each
+layer with the trafficpolicy package's model, and prints a Markdown report
+on standard output. It needs root, ip, iptables and haproxy, and removes
+everything it created when it ends, also on Ctrl-C. Exit status: 0 when
+every verdict passes, 1 when one fails or the lab cannot run to the end, 2
+when the machine lacks what the lab needs.
+
+flags:
+`)
+		flag.PrintDefaults()
+	}
 	flag.DurationVar(&opt.Timing.Interval, "interval", opt.Timing.Interval, "health-check interval of both load balancers")
 	flag.DurationVar(&opt.Timing.Timeout, "timeout", opt.Timing.Timeout, "health-check timeout (at most the interval)")
 	flag.IntVar(&opt.Timing.Rise, "rise", opt.Timing.Rise, "successes that bring a node into rotation")

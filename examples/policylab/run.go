@@ -138,7 +138,7 @@ func (l *Lab) phase(ctx context.Context, p trafficpolicy.ExternalTrafficPolicy, 
 	if l.pass, err = l.startPassthrough(ctx, port); err != nil {
 		return err
 	}
-	if l.haproxy, err = startHAProxy(ctx, l.lb.ns, l.dir, port, l.opt.Timing, l.ipv6); err != nil {
+	if l.haproxy, err = startHAProxy(ctx, l.lb.ns, port, l.opt.Timing, l.ipv6); err != nil {
 		return err
 	}
 	wait := 10*l.opt.Timing.Interval*time.Duration(l.opt.Timing.Rise+l.opt.Timing.Fall) + 2*time.Second

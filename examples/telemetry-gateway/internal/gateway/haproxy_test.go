@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -13,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
-	"github.com/sourceip/sourceip/examples/internal/e2e"
+	"github.com/sourceip/sourceip/internal/e2e"
 )
 
 // TestHAProxyMosquitto: Debian's mosquitto_pub over TLS through a real
@@ -22,15 +21,14 @@ import (
 // client, HAProxy's as the socket peer, and refuse the device outside the
 // allowlist with "not authorised".
 func TestHAProxyMosquitto(t *testing.T) {
-	bins := e2e.Require(t, "haproxy", "mosquitto_pub")
-	haproxy, mosq := bins[0], bins[1]
+	mosq := e2e.Require(t, "mosquitto_pub")[0]
 	e := start(t, func(c *Config) { c.Allow = clientip.MustParsePrefixSet("127.0.0.0/26") })
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.pem")
 	if err := os.WriteFile(caFile, e.ca.PEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	front := startHAProxy(t, haproxy, dir, e.g.MQTTAddr())
+	front := startHAProxy(t, e.g.MQTTAddr())
 
 	tests := []struct {
 		id, from, version string
@@ -72,13 +70,13 @@ func TestHAProxyMosquitto(t *testing.T) {
 	}
 }
 
-// startHAProxy runs HAProxy in the foreground in front of backend and returns
-// its frontend address.
-func startHAProxy(t *testing.T, bin, dir, backend string) string {
+// startHAProxy runs HAProxy in front of backend, connecting to it from
+// 127.0.0.200 with send-proxy-v2, and returns its frontend address; it is
+// stopped when the test ends.
+func startHAProxy(t *testing.T, backend string) string {
 	t.Helper()
-	for attempt := 0; ; attempt++ {
-		front := freeAddr(t)
-		cfg := fmt.Sprintf(`global
+	port := e2e.StartHAProxy(t, 1, func(p []int) string {
+		return fmt.Sprintf(`global
     nbthread 1
 defaults
     mode tcp
@@ -86,64 +84,12 @@ defaults
     timeout client 30s
     timeout server 30s
 frontend mqtts
-    bind %s
+    bind 127.0.0.1:%d
     default_backend gateway
 backend gateway
     source 127.0.0.200
     server gw1 %s send-proxy-v2
-`, front, backend)
-		path := filepath.Join(dir, "haproxy.cfg")
-		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		cmd := exec.Command(bin, "-db", "-f", path)
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		if waitListening(front, exited, 5*time.Second) {
-			t.Cleanup(func() {
-				cmd.Process.Kill()
-				<-exited
-			})
-			return front
-		}
-		cmd.Process.Kill()
-		<-exited
-		if attempt == 2 {
-			t.Fatalf("haproxy did not start:\n%s", out.String())
-		}
-	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// waitListening reports whether addr accepts connections before the process
-// exits or d passes, polling every 20ms.
-func waitListening(addr string, exited <-chan struct{}, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			return false
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
+`, p[0], backend)
+	})[0]
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
