@@ -44,6 +44,31 @@
 // masqueraded. Setting the Service's ipMode to Proxy sends them through the
 // load balancer instead.
 //
+// # Optional headers: health endpoints
+//
+// Some endpoints must answer with or without a header: a health endpoint
+// probed by a load balancer that puts a PROXY header in front of its health
+// checks (AWS NLB with proxy protocol v2 sends a v2 LOCAL header;
+// HAProxy's check-send-proxy a v1 or v2 one) and by other checkers that send
+// none, as kube-proxy's healthCheckNodePort is. Config.Untrusted set to
+// [UntrustedIgnore], with Config.Headerless set to [HeaderlessAllow], is
+// the listener's optional-header mode: a connection is served whether or not
+// it starts with a header, and a header, when present, is read to its end
+// under the same deadline, size limits and validation as any other and is
+// never seen by the application. It is believed only from a peer in
+// Config.TrustedUpstreams; from any other peer it is discarded and the peer
+// is served as itself. With no trusted upstreams, no header is ever
+// believed, which is what a health endpoint wants: its answer does not
+// depend on who asks. An invalid header still closes the connection, since
+// after one there is no telling where the client's bytes begin.
+//
+// The specification's rule against guessing whether a header is present
+// (section 2) protects receivers that believe headers; this mode keeps it
+// where it matters, because only a trusted upstream's header is believed,
+// and a trusted upstream that may or may not send one is exactly what
+// HeaderlessAllow already admits. trafficpolicy.OptionalProxyHeader is this
+// mode with no trusted upstreams.
+//
 // # Bounded header reads
 //
 // Each connection's header is read before Accept returns the connection: on

@@ -464,11 +464,14 @@ func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 	defer l.release(hs)
 	nc := hs.nc
 	if r.err != nil {
-		nc.Close()
+		// Counted before the peer can see the close; closing the listener
+		// is not a rejection.
 		if l.closed() {
+			nc.Close()
 			return
 		}
 		l.rejected[r.reason].Add(1)
+		nc.Close()
 		if l.onReject != nil {
 			rej := Rejection{
 				Peer:     hs.peer,
@@ -555,12 +558,17 @@ func (l *Listener) judge(hs *handshake) (outcome, bool) {
 		return outcome{version: ver, reason: ReasonUntrusted, err: ErrUntrustedHeader}, true
 	case ferr != nil:
 		return outcome{version: ver, reason: ReasonInvalid, err: fmt.Errorf("%w: %w", ErrInvalidHeader, ferr)}, true
-	case n > 0 && !hs.trusted:
-		return outcome{rest: clone(buf[n:have]), ignored: true}, true
 	case n > 0:
+		// An untrusted peer's header (under UntrustedIgnore) is validated as
+		// strictly as a trusted one's before it is thrown away: a header
+		// that breaks the rules leaves no sure place where the client's
+		// bytes begin.
 		h, err := parseFrame(buf[:n])
 		if err != nil {
 			return outcome{version: ver, reason: ReasonInvalid, err: err}, true
+		}
+		if !hs.trusted {
+			return outcome{rest: clone(buf[n:have]), ignored: true}, true
 		}
 		return outcome{
 			facts: Facts{Version: h.Version, Command: h.Command, Source: h.Source, Destination: h.Destination, TLVs: h.TLVs},
