@@ -47,17 +47,3 @@ func TestUntrustedBudget(t *testing.T) {
 	assert.Zero(t, b.load())
 	assert.Empty(t, b.bySource, "sources without pending connections are forgotten")
 }
-
-func TestShedReasonText(t *testing.T) {
-	for r := range numShedReasons {
-		b, err := r.MarshalText()
-		require.NoError(t, err)
-		var back ShedReason
-		require.NoError(t, back.UnmarshalText(b))
-		assert.Equal(t, r, back)
-		assert.Equal(t, string(b), r.String())
-	}
-	_, err := numShedReasons.MarshalText()
-	assert.Error(t, err)
-	assert.Error(t, new(ShedReason).UnmarshalText([]byte("over_budget")))
-}
