@@ -93,9 +93,11 @@ type Config struct {
 	MaxPendingPerSource int
 
 	// OnReject, when set, is called once for every connection the listener
-	// refuses, after closing it, on a goroutine of the listener's (never the
-	// one accepting from the inner listener). It may be called concurrently
-	// and should return promptly.
+	// refuses after reading from it, after closing it, on a goroutine of the
+	// listener's (never the one accepting from the inner listener). It may be
+	// called concurrently and should return promptly. Connections shed on
+	// arrival over a pending budget are not reported here, only counted in
+	// [Stats].Shed, so that a flood cannot multiply the callback's cost.
 	OnReject func(Rejection)
 
 	// OnAcceptError, when set, is called with every error of the inner
