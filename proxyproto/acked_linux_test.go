@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/stretchr/testify/require"
 )
 
 // waitAcked waits until the peer's kernel has acknowledged everything
@@ -13,9 +15,7 @@ import (
 func waitAcked(t testing.TB, c net.Conn) {
 	t.Helper()
 	rc, err := c.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitFor(t, "written bytes to be acknowledged", func() bool {
 		var outq int32
 		rc.Control(func(fd uintptr) {

@@ -212,30 +212,37 @@ func BenchmarkTLVAccessors(b *testing.B) {
 	})
 }
 
-// BenchmarkAcceptInterleaved alternates a plain TCP connection and a v2
-// PROXY connection on every iteration, each to its own server, and reports
-// the median connection rate of each and their ratio. On a shared machine
-// the neighbours' load then hits both sides alike, which separate
-// sub-benchmarks cannot promise.
+// BenchmarkAcceptInterleaved alternates a plain TCP connection, a v2 PROXY
+// connection from the trusted upstream and a direct connection from an
+// untrusted peer (which takes a slot of the untrusted budget) on every
+// iteration, each to its own server, and reports the median connection rate
+// of each and their ratios to plain. On a shared machine the neighbours' load
+// then hits all sides alike, which separate sub-benchmarks cannot promise.
 func BenchmarkAcceptInterleaved(b *testing.B) {
 	cases := acceptCases(b)
-	plain, v2c := cases[0], cases[1]
+	plain, v2c, direct := cases[0], cases[1], cases[2]
 	pAddr, pDial := startBench(b, plain)
 	vAddr, vDial := startBench(b, v2c)
-	var pd, vd []time.Duration
+	dAddr, dDial := startBench(b, direct)
+	var pd, vd, dd []time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
 		t0 := time.Now()
 		benchRoundTrip(b, pDial, pAddr, plain.payload)
 		t1 := time.Now()
 		benchRoundTrip(b, vDial, vAddr, v2c.payload)
+		t2 := time.Now()
+		benchRoundTrip(b, dDial, dAddr, direct.payload)
 		pd = append(pd, t1.Sub(t0))
-		vd = append(vd, time.Since(t1))
+		vd = append(vd, t2.Sub(t1))
+		dd = append(dd, time.Since(t2))
 	}
-	pm, vm := median(pd), median(vd)
+	pm, vm, dm := median(pd), median(vd), median(dd)
 	b.ReportMetric(float64(time.Second)/float64(pm), "plain-conns/s")
 	b.ReportMetric(float64(time.Second)/float64(vm), "v2-conns/s")
+	b.ReportMetric(float64(time.Second)/float64(dm), "direct-conns/s")
 	b.ReportMetric(float64(pm)/float64(vm), "v2/plain")
+	b.ReportMetric(float64(pm)/float64(dm), "direct/plain")
 }
 
 func median(d []time.Duration) time.Duration {

@@ -40,6 +40,10 @@ func NewContext(ctx context.Context, f Facts) context.Context {
 }
 
 // FactsFromContext returns the Facts stored by [ConnContext] or [NewContext].
+// It is how an HTTP handler reads what the resolved client does not carry:
+// the header's TLVs (the authority, an AWS VPC endpoint, Azure Private Link or
+// GCP Private Service Connect id, the TLS facts of [SSL]), its destination and
+// its command. It does not allocate.
 func FactsFromContext(ctx context.Context) (Facts, bool) {
 	f, ok := ctx.Value(factsCtxKey).(Facts)
 	return f, ok

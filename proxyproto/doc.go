@@ -44,6 +44,31 @@
 // masqueraded. Setting the Service's ipMode to Proxy sends them through the
 // load balancer instead.
 //
+// # Optional headers: health endpoints
+//
+// Some endpoints must answer with or without a header: a health endpoint
+// probed by a load balancer that puts a PROXY header in front of its health
+// checks (AWS NLB with proxy protocol v2 sends a v2 LOCAL header;
+// HAProxy's check-send-proxy a v1 or v2 one) and by other checkers that send
+// none, as kube-proxy's healthCheckNodePort is. Config.Untrusted set to
+// [UntrustedIgnore], with Config.Headerless set to [HeaderlessAllow], is
+// the listener's optional-header mode: a connection is served whether or not
+// it starts with a header, and a header, when present, is read to its end
+// under the same deadline, size limits and validation as any other and is
+// never seen by the application. It is believed only from a peer in
+// Config.TrustedUpstreams; from any other peer it is discarded and the peer
+// is served as itself. With no trusted upstreams, no header is ever
+// believed, which is what a health endpoint wants: its answer does not
+// depend on who asks. An invalid header still closes the connection, since
+// after one there is no telling where the client's bytes begin.
+//
+// The specification's rule against guessing whether a header is present
+// (section 2) protects receivers that believe headers; this mode keeps it
+// where it matters, because only a trusted upstream's header is believed,
+// and a trusted upstream that may or may not send one is exactly what
+// HeaderlessAllow already admits. trafficpolicy.OptionalProxyHeader is this
+// mode with no trusted upstreams.
+//
 // # Bounded header reads
 //
 // Each connection's header is read before Accept returns the connection: on
@@ -54,10 +79,30 @@
 // that connects and sends nothing is closed at the deadline and never blocks
 // Accept for anyone else; a header that cannot be valid is refused as soon as
 // that is known; at most 107 bytes (v1) or 16+4096 bytes (v2) are read as
-// header. Config.MaxPending bounds the connections waiting at once. A refused
-// connection is closed, counted in [Listener.Stats] and reported to
-// Config.OnReject with the peer, the reason and how long it took; it never
-// reaches the application's accept loop. Because the header is read before the
+// header. A refused connection is closed, counted in [Listener.Stats] and
+// reported to Config.OnReject with the peer, the reason and how long it took;
+// it never reaches the application's accept loop.
+//
+// # Pending budgets
+//
+// Each connection waiting for its header or for Accept holds a slot, and
+// trusted upstreams and untrusted peers draw on separate budgets, so that
+// however many connections untrusted peers open, and however slowly they
+// send, the load balancers keep capacity of their own. Config.MaxPending
+// (default 4096) bounds the trusted upstreams' connections; while it is
+// reached the listener stops accepting and the kernel's backlog holds the
+// rest, which slows a load balancer down but refuses none of its clients.
+// Config.MaxPendingUntrusted (default 1024) bounds the other peers', and
+// Config.MaxPendingPerSource (default 64) any one untrusted IPv4 address or
+// IPv6 /64. An untrusted connection over either bound is closed on arrival
+// with a reset, without a byte read: the listener fails closed rather than
+// queueing it, and keeps accepting, so a trusted upstream's connection never
+// waits in the backlog behind a flood of untrusted ones. Such connections are
+// counted in Stats.Shed by [ShedReason] and not reported to Config.OnReject,
+// whose per-connection cost a flood must not be able to multiply. Errors of
+// the inner listener's Accept are counted in Stats.AcceptErrors and reported
+// to Config.OnAcceptError; temporary ones (out of file descriptors) are
+// retried with a back-off of 5 ms doubling to 1 s. Because the header is read before the
 // connection is handed out, this listener suits protocols in which the client
 // speaks first (TLS, HTTP, MQTT) or that sit behind a load balancer sending
 // the header at once; a direct client of a server-first protocol that sends

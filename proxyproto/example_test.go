@@ -202,6 +202,163 @@ func ExampleConnContext() {
 	// client 203.0.113.7 from proxy-protocol via 127.0.0.1 peer 127.0.0.1
 }
 
+// FactsFromContext gives an HTTP handler what clientip does not carry: the
+// header's TLVs. Here a service reached through AWS PrivateLink admits only
+// one VPC endpoint, which the load balancer names in its PROXY header.
+func ExampleFactsFromContext() {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := proxyproto.NewListener(inner, proxyproto.Config{TrustedUpstreams: clientip.MustParsePrefixSet("127.0.0.1")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := &http.Server{
+		ConnContext: proxyproto.ConnContext,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			f, _ := proxyproto.FactsFromContext(r.Context())
+			if id, _ := f.TLVs.AWSVPCEndpointID(); id != "vpce-08d2bf15fac5001c9" {
+				http.Error(w, "endpoint not admitted", http.StatusForbidden)
+				return
+			}
+			fmt.Fprintln(w, "admitted", f.Source.Addr())
+		}),
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	get := func(endpoint string) {
+		h := proxyproto.Header{
+			Version: 2, Command: proxyproto.CommandProxy,
+			Source:      netip.MustParseAddrPort("10.20.0.7:51000"),
+			Destination: netip.MustParseAddrPort("10.0.0.10:443"),
+		}
+		h.TLVs, _ = proxyproto.NewTLVs(proxyproto.TLV{Type: proxyproto.TLVAWS, Value: "\x01" + endpoint})
+		client := &http.Client{Transport: &http.Transport{
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				return proxyproto.DialContext(ctx, nil, network, addr, h)
+			},
+		}}
+		resp, err := client.Get("http://" + ln.Addr().String() + "/")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		fmt.Print(resp.StatusCode, " ", string(body))
+	}
+	get("vpce-08d2bf15fac5001c9")
+	get("vpce-0123456789abcdef0")
+	// Output:
+	// 200 admitted 10.20.0.7
+	// 403 endpoint not admitted
+}
+
+// The optional-header mode, for a health endpoint probed both by a load
+// balancer that puts a PROXY header in front of its health checks and by
+// checkers that send none: every connection is served, and a header is read,
+// validated and discarded, believed only from a trusted upstream (here none,
+// since a health answer does not depend on who asks).
+func ExampleConfig_optionalHeader() {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := proxyproto.NewListener(inner, proxyproto.Config{
+		Headerless: proxyproto.HeaderlessAllow, // a trusted upstream may send no header
+		Untrusted:  proxyproto.UntrustedIgnore, // anyone else's header is discarded
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+
+	checks := []struct {
+		name   string
+		header *proxyproto.Header
+	}{
+		{"v2 LOCAL (AWS NLB)", &proxyproto.Header{Version: 2, Command: proxyproto.CommandLocal}},
+		{"v1 PROXY (HAProxy)", &proxyproto.Header{Version: 1, Command: proxyproto.CommandProxy,
+			Source: netip.MustParseAddrPort("10.0.0.2:51234"), Destination: netip.MustParseAddrPort("10.0.0.11:32123")}},
+		{"no header", nil},
+	}
+	for _, check := range checks {
+		go func() {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				log.Fatal(err)
+			}
+			defer c.Close()
+			if check.header != nil {
+				proxyproto.WriteHeader(c, *check.header)
+			}
+			io.WriteString(c, "GET /healthz\n")
+			io.Copy(io.Discard, c)
+		}()
+		c, err := ln.Accept()
+		if err != nil {
+			log.Fatal(err)
+		}
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		f, _ := proxyproto.FactsFromConn(c)
+		fmt.Printf("%s: read %q, header believed: %v\n", check.name, line, f.Version != 0)
+		c.Close()
+	}
+	fmt.Println("headers discarded:", ln.Stats().Ignored)
+	// Output:
+	// v2 LOCAL (AWS NLB): read "GET /healthz\n", header believed: false
+	// v1 PROXY (HAProxy): read "GET /healthz\n", header believed: false
+	// no header: read "GET /healthz\n", header believed: false
+	// headers discarded: 2
+}
+
+// Pending budgets: the load balancers' connections and everyone else's wait
+// for their headers in separate budgets, and a flood of untrusted
+// connections is shed on arrival rather than queued in front of the load
+// balancers'.
+func ExampleConfig_pendingBudgets() {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := proxyproto.NewListener(inner, proxyproto.Config{
+		TrustedUpstreams:    clientip.MustParsePrefixSet("10.0.0.0/24"), // the load balancers
+		MaxPending:          4096,                                       // theirs; over it they wait in the backlog
+		MaxPendingUntrusted: 1024,                                       // anyone else's; over it they are closed
+		MaxPendingPerSource: 1,                                          // one untrusted address's (or IPv6 /64's)
+		OnAcceptError: func(err error, retryIn time.Duration) {
+			log.Printf("accept: %v (retrying in %v)", err, retryIn)
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	go ln.Accept()
+
+	// A client that sends nothing holds its address's one slot; its next
+	// connection is closed at once.
+	first, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer first.Close()
+	second, err := net.Dial("tcp", ln.Addr().String())
+	if err == nil {
+		_, err = second.Read(make([]byte, 1))
+		second.Close()
+	}
+	fmt.Println("second connection closed:", err != nil)
+	st := ln.Stats()
+	fmt.Println("pending untrusted:", st.PendingUntrusted)
+	fmt.Println("shed:", st.Shed[proxyproto.ShedSourceBudget], proxyproto.ShedSourceBudget)
+	// Output:
+	// second connection closed: true
+	// pending untrusted: 1
+	// shed: 1 source_budget
+}
+
 // exampleCert returns a throwaway self-signed certificate.
 func exampleCert() tls.Certificate {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

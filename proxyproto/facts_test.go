@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/sourceip/sourceip/clientip"
 )
 
@@ -23,9 +25,7 @@ func TestFactsTransport(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.f.Transport(); got != tt.want {
-				t.Errorf("Transport = %+v, want %+v", got, tt.want)
-			}
+			assert.Equal(t, tt.want, tt.f.Transport())
 		})
 	}
 }
@@ -34,12 +34,8 @@ func TestFactsString(t *testing.T) {
 	f := Facts{Peer: ap("10.0.0.5:41234"), Local: ap("10.0.0.9:8883"), Version: 2, Command: CommandProxy,
 		Source: ap("203.0.113.7:5555"), Destination: ap("192.0.2.10:8883"),
 		TLVs: mustTLVs(TLV{TLVAuthority, "mqtt.example.com"}, TLV{TLVCRC32C, "\x00\x00\x00\x00"})}
-	if got, want := f.String(), "peer 10.0.0.5:41234 v2 proxy 203.0.113.7:5555 -> 192.0.2.10:8883 tlvs authority,crc32c"; got != want {
-		t.Errorf("String = %q\nwant     %q", got, want)
-	}
-	if got, want := (Facts{Peer: ap("198.51.100.4:50000")}).String(), "peer 198.51.100.4:50000 no header"; got != want {
-		t.Errorf("String = %q, want %q", got, want)
-	}
+	assert.Equal(t, "peer 10.0.0.5:41234 v2 proxy 203.0.113.7:5555 -> 192.0.2.10:8883 tlvs authority,crc32c", f.String())
+	assert.Equal(t, "peer 198.51.100.4:50000 no header", Facts{Peer: ap("198.51.100.4:50000")}.String())
 	var buf bytes.Buffer
 	slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey {
@@ -48,9 +44,7 @@ func TestFactsString(t *testing.T) {
 		return a
 	}})).Info("conn", "pp", f)
 	want := `level=INFO msg=conn pp.peer=10.0.0.5:41234 pp.local=10.0.0.9:8883 pp.version=2 pp.command=proxy pp.source=203.0.113.7:5555 pp.destination=192.0.2.10:8883 pp.authority=mqtt.example.com`
-	if got := strings.TrimSpace(buf.String()); got != want {
-		t.Errorf("slog:\n got %s\nwant %s", got, want)
-	}
+	assert.Equal(t, want, strings.TrimSpace(buf.String()), "slog")
 }
 
 // Allocation promises made in doc comments.
@@ -78,9 +72,7 @@ func TestNoAllocs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if n := testing.AllocsPerRun(100, tt.fn); n != 0 {
-				t.Errorf("%v allocs, want 0", n)
-			}
+			assert.Zero(t, testing.AllocsPerRun(100, tt.fn), "allocations")
 		})
 	}
 }

@@ -31,6 +31,7 @@ func fuzzSeeds() [][]byte {
 		v2(0x21, 0x13, a4),
 		[]byte(sigV2),
 		[]byte("PROX"),
+		[]byte("PROXY "), // a v1 signature and its space, nothing more
 		{0x16, 0x03, 0x01, 0x00, 0x05},
 		nil,
 	}
@@ -52,7 +53,10 @@ func FuzzHeader(f *testing.F) {
 		} else {
 			checkHeader(t, data, h, n)
 		}
-		checkReader(t, data, int(chunk%64)+1, h, n, err)
+		// A trusted upstream's header is believed; in the optional-header
+		// mode an untrusted peer's gets the same verdict and is never believed.
+		checkReader(t, data, int(chunk%64)+1, h, n, err, true)
+		checkReader(t, data, int(chunk%64)+1, h, n, err, false)
 	})
 }
 
@@ -143,11 +147,14 @@ func (c *chunkConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func checkReader(t *testing.T, data []byte, chunk int, h Header, n int, perr error) {
-	l := &Listener{headerless: HeaderlessAllow}
+// checkReader runs the listener's header reader over data in chunks, for a
+// trusted upstream (HeaderlessAllow) or an untrusted peer (UntrustedIgnore),
+// and compares its verdict with ParseHeader's.
+func checkReader(t *testing.T, data []byte, chunk int, h Header, n int, perr error, trusted bool) {
+	l := &Listener{headerless: HeaderlessAllow, untrusted: UntrustedIgnore}
 	c := &chunkConn{data: data, chunk: chunk}
 	done := make(chan outcome, 1)
-	go func() { done <- l.readHeader(&handshake{nc: c, buf: new([bufSize]byte), trusted: true}) }()
+	go func() { done <- l.readHeader(&handshake{nc: c, buf: new([bufSize]byte), trusted: trusted}) }()
 	var r outcome
 	select {
 	case r = <-done:
@@ -155,13 +162,20 @@ func checkReader(t *testing.T, data []byte, chunk int, h Header, n int, perr err
 		t.Fatal("readHeader hung")
 	}
 	after := append(append([]byte{}, r.rest...), c.data...)
+	if !trusted && r.facts != (Facts{}) {
+		t.Fatalf("an untrusted peer's header was believed: %v", r.facts)
+	}
 	switch {
 	case perr == nil:
 		if r.err != nil {
 			t.Fatalf("reader refused what ParseHeader accepted: %v", r.err)
 		}
 		f := r.facts
-		if f.Version != h.Version || f.Command != h.Command || f.Source != h.Source || f.Destination != h.Destination || f.TLVs != h.TLVs {
+		if !trusted {
+			if !r.ignored {
+				t.Fatalf("untrusted header not reported as ignored: %+v", r)
+			}
+		} else if f.Version != h.Version || f.Command != h.Command || f.Source != h.Source || f.Destination != h.Destination || f.TLVs != h.TLVs {
 			t.Fatalf("reader facts %v, ParseHeader %+v", f, h)
 		}
 		if !bytes.Equal(after, data[n:]) {

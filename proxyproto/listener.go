@@ -21,9 +21,18 @@ const (
 	// retransmit (section 2).
 	DefaultReadHeaderTimeout = 5 * time.Second
 
-	// DefaultMaxPending bounds the connections waiting for their header or
-	// for Accept at any time.
+	// DefaultMaxPending bounds the connections from trusted upstreams
+	// waiting for their header or for Accept at any time.
 	DefaultMaxPending = 4096
+
+	// DefaultMaxPendingUntrusted bounds the connections from untrusted peers
+	// waiting for their header or for Accept at any time.
+	DefaultMaxPendingUntrusted = 1024
+
+	// DefaultMaxPendingPerSource bounds the connections from one untrusted
+	// source (an IPv4 address or an IPv6 /64) waiting for their header or for
+	// Accept at any time.
+	DefaultMaxPendingPerSource = 64
 )
 
 // Config configures a [Listener]. The zero Config is valid and trusts no
@@ -56,16 +65,56 @@ type Config struct {
 	// DefaultReadHeaderTimeout; negative is an error.
 	ReadHeaderTimeout time.Duration
 
-	// MaxPending bounds the connections waiting for their header or for
-	// Accept; while it is reached, new connections wait in the kernel's
-	// backlog. Zero means DefaultMaxPending; negative is an error.
+	// MaxPending bounds the connections from trusted upstreams waiting for
+	// their header or for Accept. While it is reached the listener stops
+	// accepting, and new connections wait in the kernel's backlog: a trusted
+	// upstream is slowed down, never refused. Untrusted peers never take
+	// these slots. Zero means DefaultMaxPending; negative is an error.
 	MaxPending int
 
+	// MaxPendingUntrusted bounds the connections from peers outside
+	// TrustedUpstreams waiting for their header or for Accept. A connection
+	// from an untrusted peer that arrives while it is reached is closed at
+	// once, unread (fail closed), and counted in [Stats].Shed. The listener
+	// never stops accepting for untrusted peers, so however many of them hold
+	// slots, a trusted upstream's connection is taken from the kernel's
+	// backlog without waiting behind theirs. Zero means
+	// DefaultMaxPendingUntrusted; negative is an error.
+	MaxPendingUntrusted int
+
+	// MaxPendingPerSource bounds the connections from one untrusted source
+	// waiting for their header or for Accept, a source being an IPv4 address
+	// or an IPv6 /64 (an IPv6 host can usually pick any address in its /64;
+	// all Unix-domain peers are one source). A connection over it is closed
+	// at once, unread, and counted in [Stats].Shed, so a single source cannot
+	// take the whole untrusted budget. It does not apply to trusted
+	// upstreams, each of which carries many clients. Zero means
+	// DefaultMaxPendingPerSource; negative is an error.
+	MaxPendingPerSource int
+
 	// OnReject, when set, is called once for every connection the listener
-	// refuses, after closing it, on a goroutine of the listener's (never the
-	// one accepting from the inner listener). It may be called concurrently
-	// and should return promptly.
+	// refuses after reading from it, after closing it, on a goroutine of the
+	// listener's (never the one accepting from the inner listener). It may be
+	// called concurrently and should return promptly. Connections shed on
+	// arrival over a pending budget are not reported here, only counted in
+	// [Stats].Shed, so that a flood cannot multiply the callback's cost.
 	OnReject func(Rejection)
+
+	// OnAcceptError, when set, is called with every error of the inner
+	// listener's Accept except those caused by Close. For a temporary error
+	// (such as EMFILE or ENFILE: out of file descriptors) retryIn is the
+	// back-off, doubling from 5 ms to at most 1 s and reset by the next
+	// success, after which the listener tries again; for any other error
+	// retryIn is 0 and the listener stops, Accept returning that error. It is
+	// called on the listener's accepting goroutine before it backs off, so it
+	// should return promptly, for example by logging:
+	//
+	//	OnAcceptError: func(err error, retryIn time.Duration) {
+	//		slog.Warn("accept failed", "err", err, "retry_in", retryIn)
+	//	},
+	//
+	// Every such error is counted in [Stats].AcceptErrors.
+	OnAcceptError func(err error, retryIn time.Duration)
 }
 
 // Listener is a [net.Listener] that reads and validates each connection's
@@ -81,8 +130,11 @@ type Config struct {
 // counted in [Listener.Stats] and reported to Config.OnReject), and
 // RemoteAddr never blocks. From the first call to Accept on, it accepts from
 // the inner listener ahead of Accept, holding at most Config.MaxPending
-// connections that wait for their header or for Accept. go-proxyproto's own Listener,
-// its policies and its package-level defaults are not used; its parser is.
+// connections from trusted upstreams and Config.MaxPendingUntrusted from
+// other peers (Config.MaxPendingPerSource from any one of them) that wait for
+// their header or for Accept; untrusted connections over budget are closed on
+// arrival. go-proxyproto's own Listener, its policies and its package-level
+// defaults are not used; its parser is.
 //
 // A Listener is safe for concurrent use.
 type Listener struct {
@@ -93,9 +145,11 @@ type Listener struct {
 	untrusted  UntrustedPolicy
 	timeout    time.Duration
 	onReject   func(Rejection)
+	onAcceptEr func(error, time.Duration)
 
 	start     sync.Once
-	slots     chan struct{} // one token per pending connection
+	slots     chan struct{} // one token per pending connection from a trusted upstream
+	untrust   untrustedBudget
 	ready     chan *Conn
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -110,6 +164,7 @@ type Listener struct {
 	waited                                          atomic.Uint64 // handed to a goroutine to wait (tests)
 	accepted, proxied, local, ignored, acceptErrors atomic.Uint64
 	rejected                                        [numReasons]atomic.Uint64
+	shed                                            [numShedReasons]atomic.Uint64
 }
 
 // NewListener returns a Listener that accepts from inner under cfg, or an
@@ -127,12 +182,13 @@ func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 		untrusted:  cfg.Untrusted,
 		timeout:    cfg.ReadHeaderTimeout,
 		onReject:   cfg.OnReject,
+		onAcceptEr: cfg.OnAcceptError,
 		ready:      make(chan *Conn),
 		done:       make(chan struct{}),
 		failed:     make(chan struct{}),
 		inflight:   make(map[net.Conn]struct{}),
 	}
-	maxPending := cfg.MaxPending
+	maxPending, maxUntrusted, perSource := cfg.MaxPending, cfg.MaxPendingUntrusted, cfg.MaxPendingPerSource
 	switch {
 	case cfg.Headerless > HeaderlessAllow:
 		return nil, fmt.Errorf("%w: Headerless %s", ErrInvalidConfig, cfg.Headerless)
@@ -142,6 +198,10 @@ func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 		return nil, fmt.Errorf("%w: ReadHeaderTimeout %v is negative", ErrInvalidConfig, cfg.ReadHeaderTimeout)
 	case maxPending < 0:
 		return nil, fmt.Errorf("%w: MaxPending %d is negative", ErrInvalidConfig, cfg.MaxPending)
+	case maxUntrusted < 0:
+		return nil, fmt.Errorf("%w: MaxPendingUntrusted %d is negative", ErrInvalidConfig, cfg.MaxPendingUntrusted)
+	case perSource < 0:
+		return nil, fmt.Errorf("%w: MaxPendingPerSource %d is negative", ErrInvalidConfig, cfg.MaxPendingPerSource)
 	}
 	if l.timeout == 0 {
 		l.timeout = DefaultReadHeaderTimeout
@@ -149,7 +209,14 @@ func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 	if maxPending == 0 {
 		maxPending = DefaultMaxPending
 	}
+	if maxUntrusted == 0 {
+		maxUntrusted = DefaultMaxPendingUntrusted
+	}
+	if perSource == 0 {
+		perSource = DefaultMaxPendingPerSource
+	}
 	l.slots = make(chan struct{}, maxPending)
+	l.untrust = untrustedBudget{max: maxUntrusted, perSource: perSource, bySource: make(map[netip.Addr]int)}
 	return l, nil
 }
 
@@ -211,15 +278,19 @@ func (l *Listener) Addr() net.Addr { return l.inner.Addr() }
 // Stats returns the listener's counters. It is safe to call at any time.
 func (l *Listener) Stats() Stats {
 	s := Stats{
-		Accepted:     l.accepted.Load(),
-		Proxied:      l.proxied.Load(),
-		Local:        l.local.Load(),
-		Ignored:      l.ignored.Load(),
-		Pending:      int(l.pending.Load()),
-		AcceptErrors: l.acceptErrors.Load(),
+		Accepted:         l.accepted.Load(),
+		Proxied:          l.proxied.Load(),
+		Local:            l.local.Load(),
+		Ignored:          l.ignored.Load(),
+		Pending:          int(l.pending.Load()),
+		PendingUntrusted: l.untrust.load(),
+		AcceptErrors:     l.acceptErrors.Load(),
 	}
 	for i := range s.Rejected {
 		s.Rejected[i] = l.rejected[i].Load()
+	}
+	for i := range s.Shed {
+		s.Shed[i] = l.shed[i].Load()
 	}
 	return s
 }
@@ -235,51 +306,51 @@ func (l *Listener) closed() bool {
 	}
 }
 
-// serve accepts from the inner listener, holding a slot for each connection
-// until it is handed to Accept or refused. A connection whose header (or
-// first bytes) already arrived is judged right here, without a deadline or a
-// goroutine of its own; the others get a goroutine that reads with the
-// deadline.
+// serve accepts from the inner listener and gives each connection a pending
+// slot until it is handed to Accept or refused: a trusted upstream's
+// connection waits for a slot of its own budget, an untrusted peer's is shed
+// when its budget is spent, so untrusted peers never stop the loop. A
+// connection whose header (or first bytes) already arrived is judged right
+// here, without a deadline or a goroutine of its own; the others get a
+// goroutine that reads with the deadline.
 func (l *Listener) serve() {
 	var delay time.Duration
 	for {
-		select {
-		case l.slots <- struct{}{}:
-		case <-l.done:
-			return
-		}
 		nc, err := l.inner.Accept()
 		if err != nil {
-			<-l.slots
 			if l.closed() {
 				return
 			}
-			var te interface{ Temporary() bool }
-			if errors.As(err, &te) && te.Temporary() {
-				// As net/http does: back off and retry (EMFILE, ECONNABORTED).
-				l.acceptErrors.Add(1)
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				t := time.NewTimer(delay)
-				select {
-				case <-t.C:
-				case <-l.done:
-					t.Stop()
-					return
-				}
-				continue
+			if delay = l.acceptFailed(err, delay); delay == 0 {
+				return
 			}
-			l.failErr = err
-			close(l.failed)
-			return
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-l.done:
+				t.Stop()
+				return
+			}
+			continue
 		}
 		delay = 0
-		l.pending.Add(1)
-		hs := &handshake{nc: nc, start: time.Now(), buf: bufPool.Get().(*[bufSize]byte)}
+		hs := &handshake{nc: nc, start: time.Now()}
 		hs.peer = socketAddrPort(nc.RemoteAddr())
-		hs.trusted = l.trustUnix
-		if hs.peer.Addr().IsValid() {
-			hs.trusted = l.trusted.Contains(hs.peer.Addr())
+		hs.trusted = l.trusts(hs.peer)
+		if hs.trusted {
+			select {
+			case l.slots <- struct{}{}:
+			case <-l.done:
+				nc.Close()
+				return
+			}
+		} else if why, ok := l.untrust.take(hs.peer.Addr()); !ok {
+			l.shed[why].Add(1)
+			shed(nc)
+			continue
 		}
+		l.pending.Add(1)
+		hs.buf = bufPool.Get().(*[bufSize]byte)
 		if n, rerr, ok := tryRead(nc, hs.buf[:]); ok {
 			hs.have, hs.rerr = n, rerr
 			if r, done := l.judge(hs); done {
@@ -291,6 +362,39 @@ func (l *Listener) serve() {
 		l.waited.Add(1)
 		go l.wait(hs)
 	}
+}
+
+// acceptFailed counts and reports an error of the inner Accept and returns
+// the back-off before the next try, or 0 when the error is permanent, after
+// which Accept returns it. Temporary errors (EMFILE, ENFILE) back off as
+// net/http does: 5 ms, doubling up to 1 s, reset by a success.
+func (l *Listener) acceptFailed(err error, delay time.Duration) time.Duration {
+	l.acceptErrors.Add(1)
+	var te interface{ Temporary() bool }
+	if errors.As(err, &te) && te.Temporary() {
+		delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+	} else {
+		delay = 0
+		l.failErr = err
+	}
+	if l.onAcceptEr != nil {
+		l.onAcceptEr(err, delay)
+	}
+	if delay == 0 {
+		close(l.failed)
+	}
+	return delay
+}
+
+// trusts reports whether a connection from the socket peer peer (the zero
+// value for a Unix-domain socket) comes from a trusted upstream: whether its
+// header may be believed and which pending budget it draws on. Every trust
+// decision of the listener is made here.
+func (l *Listener) trusts(peer netip.AddrPort) bool {
+	if !peer.Addr().IsValid() {
+		return l.trustUnix
+	}
+	return l.trusted.Contains(peer.Addr())
 }
 
 // handshake is one connection whose header is being read.
@@ -359,17 +463,17 @@ func (l *Listener) readHeader(hs *handshake) outcome {
 func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 	bufPool.Put(hs.buf)
 	hs.buf = nil
-	defer func() {
-		l.pending.Add(-1)
-		<-l.slots
-	}()
+	defer l.release(hs)
 	nc := hs.nc
 	if r.err != nil {
-		nc.Close()
+		// Counted before the peer can see the close; closing the listener
+		// is not a rejection.
 		if l.closed() {
+			nc.Close()
 			return
 		}
 		l.rejected[r.reason].Add(1)
+		nc.Close()
 		if l.onReject != nil {
 			rej := Rejection{
 				Peer:     hs.peer,
@@ -396,6 +500,16 @@ func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 	case l.ready <- c:
 	case <-l.done:
 		nc.Close()
+	}
+}
+
+// release frees hs's pending slot.
+func (l *Listener) release(hs *handshake) {
+	l.pending.Add(-1)
+	if hs.trusted {
+		<-l.slots
+	} else {
+		l.untrust.release(hs.peer.Addr())
 	}
 }
 
@@ -446,12 +560,17 @@ func (l *Listener) judge(hs *handshake) (outcome, bool) {
 		return outcome{version: ver, reason: ReasonUntrusted, err: ErrUntrustedHeader}, true
 	case ferr != nil:
 		return outcome{version: ver, reason: ReasonInvalid, err: fmt.Errorf("%w: %w", ErrInvalidHeader, ferr)}, true
-	case n > 0 && !hs.trusted:
-		return outcome{rest: clone(buf[n:have]), ignored: true}, true
 	case n > 0:
+		// An untrusted peer's header (under UntrustedIgnore) is validated as
+		// strictly as a trusted one's before it is thrown away: a header
+		// that breaks the rules leaves no sure place where the client's
+		// bytes begin.
 		h, err := parseFrame(buf[:n])
 		if err != nil {
 			return outcome{version: ver, reason: ReasonInvalid, err: err}, true
+		}
+		if !hs.trusted {
+			return outcome{rest: clone(buf[n:have]), ignored: true}, true
 		}
 		return outcome{
 			facts: Facts{Version: h.Version, Command: h.Command, Source: h.Source, Destination: h.Destination, TLVs: h.TLVs},

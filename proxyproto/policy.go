@@ -57,10 +57,14 @@ const (
 	// a client that forges a header learns nothing and gets nothing.
 	UntrustedClose UntrustedPolicy = iota
 
-	// UntrustedIgnore reads the header to its end, discards it, and serves the
-	// connection with its socket addresses. A header that cannot be framed
-	// (too long, incomplete by the deadline) still closes the connection. Use
-	// it only where clients that wrongly send a header must still be served.
+	// UntrustedIgnore reads the header to its end, validates it as it would
+	// a trusted upstream's, discards it, and serves the connection with its
+	// socket addresses. A header that is invalid, or incomplete by the
+	// deadline, still closes the connection (ReasonInvalid, ReasonTimeout,
+	// ReasonIncomplete). Use it where peers that send a header must be
+	// served without being believed: with [HeaderlessAllow] it is the
+	// listener's optional-header mode, described in the package
+	// documentation.
 	UntrustedIgnore
 )
 

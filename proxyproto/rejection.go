@@ -90,13 +90,24 @@ type Stats struct {
 	// Ignored counts headers from untrusted peers discarded under
 	// [UntrustedIgnore]; those connections are in Accepted too.
 	Ignored uint64
-	// Rejected counts refused connections by [Reason].
+	// Rejected counts refused connections by [Reason]: those whose first
+	// bytes were read and judged, each reported to Config.OnReject.
 	Rejected [numReasons]uint64
+	// Shed counts connections from untrusted peers closed on arrival, unread
+	// and not reported to Config.OnReject, because a pending budget was
+	// spent, by [ShedReason]. They are not in Rejected.
+	Shed [numShedReasons]uint64
 	// Pending is the number of connections now waiting for their header or
 	// for Accept.
 	Pending int
-	// AcceptErrors counts temporary errors from the inner listener's Accept
-	// (such as running out of file descriptors), after which it retried.
+	// PendingUntrusted is the part of Pending from untrusted peers, bounded
+	// by Config.MaxPendingUntrusted.
+	PendingUntrusted int
+	// AcceptErrors counts errors from the inner listener's Accept other than
+	// those caused by Close: temporary ones (such as running out of file
+	// descriptors), after which it backed off and retried, and the permanent
+	// one, if any, that stopped it. Each was reported to
+	// Config.OnAcceptError.
 	AcceptErrors uint64
 }
 
@@ -104,6 +115,15 @@ type Stats struct {
 func (s Stats) TotalRejected() uint64 {
 	var n uint64
 	for _, v := range s.Rejected {
+		n += v
+	}
+	return n
+}
+
+// TotalShed returns the sum of Shed.
+func (s Stats) TotalShed() uint64 {
+	var n uint64
+	for _, v := range s.Shed {
 		n += v
 	}
 	return n

@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestTLVAccessors(t *testing.T) {
@@ -20,45 +23,29 @@ func TestTLVAccessors(t *testing.T) {
 		TLV{TLVGCP, string(gcp)},
 		TLV{0xF1, "experiment"},
 	)
-	if v, ok := tl.ALPN(); !ok || v != "h2" {
-		t.Errorf("ALPN = %q, %v", v, ok)
-	}
-	if v, ok := tl.Authority(); !ok || v != "mqtt.example.com" {
-		t.Errorf("Authority = %q, %v", v, ok)
-	}
-	if v, ok := tl.UniqueID(); !ok || v != "conn-42" {
-		t.Errorf("UniqueID = %q, %v", v, ok)
-	}
-	if v, ok := tl.NetNS(); !ok || v != "blue" {
-		t.Errorf("NetNS = %q, %v", v, ok)
-	}
-	if v, ok := tl.AWSVPCEndpointID(); !ok || v != "vpce-08d2bf15fac5001c9" {
-		t.Errorf("AWSVPCEndpointID = %q, %v", v, ok)
-	}
-	if v, ok := tl.AzurePrivateLinkID(); !ok || v != 0x12345678 {
-		t.Errorf("AzurePrivateLinkID = %#x, %v", v, ok)
-	}
-	if v, ok := tl.GCPPSCConnectionID(); !ok || v != 0x0102030405060708 {
-		t.Errorf("GCPPSCConnectionID = %#x, %v", v, ok)
-	}
-	if v, ok := tl.Lookup(0xF1); !ok || v != "experiment" {
-		t.Errorf("Lookup(0xF1) = %q, %v", v, ok)
-	}
-	if _, ok := tl.SSL(); ok {
-		t.Error("SSL present without an SSL TLV")
-	}
-	if _, ok := tl.CRC32C(); ok {
-		t.Error("CRC32C present without one")
-	}
-	if got, want := tl.String(), "alpn,authority,unique_id,netns,aws,azure,gcp,0xf1"; got != want {
-		t.Errorf("String = %q, want %q", got, want)
-	}
-	n := 0
-	for range tl.All() {
-		n++
-	}
-	if n != 8 {
-		t.Errorf("All yielded %d fields, want 8", n)
+	wantFound(t, "h2")(tl.ALPN())
+	wantFound(t, "mqtt.example.com")(tl.Authority())
+	wantFound(t, "conn-42")(tl.UniqueID())
+	wantFound(t, "blue")(tl.NetNS())
+	wantFound(t, "vpce-08d2bf15fac5001c9")(tl.AWSVPCEndpointID())
+	wantFound(t, uint32(0x12345678))(tl.AzurePrivateLinkID())
+	wantFound(t, uint64(0x0102030405060708))(tl.GCPPSCConnectionID())
+	wantFound(t, "experiment")(tl.Lookup(0xF1))
+	_, ok := tl.SSL()
+	assert.False(t, ok, "SSL present without an SSL TLV")
+	_, ok = tl.CRC32C()
+	assert.False(t, ok, "CRC32C present without one")
+	assert.Equal(t, "alpn,authority,unique_id,netns,aws,azure,gcp,0xf1", tl.String())
+	assert.Len(t, collect(tl), 8, "fields yielded by All")
+}
+
+// wantFound returns a check of an accessor's (value, ok) result.
+func wantFound[T comparable](t *testing.T, want T) func(T, bool) {
+	return func(got T, ok bool) {
+		t.Helper()
+		if assert.True(t, ok, "%v not found", want) {
+			assert.Equal(t, want, got)
+		}
 	}
 }
 
@@ -70,21 +57,16 @@ func TestTLVMalformedVendorValues(t *testing.T) {
 		TLV{TLVGCP, "\x01\x02"},             // not 8 bytes
 		TLV{TLVSSL, "\x01\x00\x00\x00\x00"}, // TLS without a version sub-TLV
 	)
-	if _, ok := tl.Authority(); ok {
-		t.Error("Authority accepted invalid UTF-8")
-	}
-	if _, ok := tl.AWSVPCEndpointID(); ok {
-		t.Error("AWSVPCEndpointID accepted a malformed id")
-	}
-	if _, ok := tl.AzurePrivateLinkID(); ok {
-		t.Error("AzurePrivateLinkID accepted a short value")
-	}
-	if _, ok := tl.GCPPSCConnectionID(); ok {
-		t.Error("GCPPSCConnectionID accepted a short value")
-	}
-	if _, ok := tl.SSL(); ok {
-		t.Error("SSL accepted PP2_CLIENT_SSL without a version")
-	}
+	_, ok := tl.Authority()
+	assert.False(t, ok, "Authority accepted invalid UTF-8")
+	_, ok = tl.AWSVPCEndpointID()
+	assert.False(t, ok, "AWSVPCEndpointID accepted a malformed id")
+	_, ok = tl.AzurePrivateLinkID()
+	assert.False(t, ok, "AzurePrivateLinkID accepted a short value")
+	_, ok = tl.GCPPSCConnectionID()
+	assert.False(t, ok, "GCPPSCConnectionID accepted a short value")
+	_, ok = tl.SSL()
+	assert.False(t, ok, "SSL accepted PP2_CLIENT_SSL without a version")
 }
 
 // Spec 2.2.5: verify is 0 when "the client presented a certificate and it was
@@ -106,24 +88,18 @@ func TestSSLCertVerified(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tl := mustTLVs(tt.ssl.TLV())
 			got, ok := tl.SSL()
-			if !ok {
-				t.Fatal("SSL not found")
-			}
-			if got != tt.ssl {
-				t.Errorf("round trip: got %+v, want %+v", got, tt.ssl)
-			}
-			if got.TLS() != tt.tls || got.CertPresented() != tt.presented || got.CertVerified() != tt.verified {
-				t.Errorf("TLS/CertPresented/CertVerified = %v/%v/%v, want %v/%v/%v",
-					got.TLS(), got.CertPresented(), got.CertVerified(), tt.tls, tt.presented, tt.verified)
-			}
+			require.True(t, ok, "SSL not found")
+			assert.Equal(t, tt.ssl, got, "round trip")
+			assert.Equal(t, tt.tls, got.TLS(), "TLS")
+			assert.Equal(t, tt.presented, got.CertPresented(), "CertPresented")
+			assert.Equal(t, tt.verified, got.CertVerified(), "CertVerified")
 		})
 	}
 }
 
 func TestNewTLVsTooLong(t *testing.T) {
-	if _, err := NewTLVs(TLV{TLVNoop, string(make([]byte, 1<<16))}); err == nil {
-		t.Fatal("NewTLVs accepted a 65536-byte value")
-	}
+	_, err := NewTLVs(TLV{TLVNoop, string(make([]byte, 1<<16))})
+	assert.Error(t, err, "NewTLVs accepted a 65536-byte value")
 }
 
 func TestEnumsText(t *testing.T) {
@@ -132,29 +108,21 @@ func TestEnumsText(t *testing.T) {
 		Untrusted  UntrustedPolicy
 		Command    Command
 		Reason     Reason
+		Shed       ShedReason
 	}
-	in := cfg{HeaderlessAllow, UntrustedIgnore, CommandLocal, ReasonTimeout}
+	in := cfg{HeaderlessAllow, UntrustedIgnore, CommandLocal, ReasonTimeout, ShedSourceBudget}
 	b, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := string(b), `{"Headerless":"allow","Untrusted":"ignore","Command":"local","Reason":"timeout"}`; got != want {
-		t.Errorf("Marshal = %s, want %s", got, want)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, `{"Headerless":"allow","Untrusted":"ignore","Command":"local","Reason":"timeout","Shed":"source_budget"}`, string(b))
 	var out cfg
-	if err := json.Unmarshal(b, &out); err != nil || out != in {
-		t.Errorf("Unmarshal = %+v, %v", out, err)
-	}
-	if err := json.Unmarshal([]byte(`{"Headerless":"guess"}`), &out); err == nil {
-		t.Error("Unmarshal accepted an unknown policy")
-	}
-	if _, err := HeaderlessPolicy(9).MarshalText(); err == nil {
-		t.Error("MarshalText accepted an unknown policy")
-	}
-	if got := UntrustedPolicy(9).String(); got != "UntrustedPolicy(9)" {
-		t.Errorf("String = %q", got)
-	}
-	if HeaderlessPolicy(0) != HeaderlessRefuse || UntrustedPolicy(0) != UntrustedClose {
-		t.Error("zero policies are not the fail-closed ones")
-	}
+	require.NoError(t, json.Unmarshal(b, &out))
+	assert.Equal(t, in, out)
+	assert.Error(t, json.Unmarshal([]byte(`{"Headerless":"guess"}`), &out), "Unmarshal accepted an unknown policy")
+	assert.Error(t, json.Unmarshal([]byte(`{"Shed":"over_budget"}`), &out), "Unmarshal accepted an unknown shed reason")
+	_, err = HeaderlessPolicy(9).MarshalText()
+	assert.Error(t, err, "MarshalText accepted an unknown policy")
+	assert.Equal(t, "UntrustedPolicy(9)", UntrustedPolicy(9).String())
+	assert.Equal(t, "untrusted_budget", ShedUntrustedBudget.String())
+	assert.Equal(t, HeaderlessRefuse, HeaderlessPolicy(0), "the zero policy is the fail-closed one")
+	assert.Equal(t, UntrustedClose, UntrustedPolicy(0), "the zero policy is the fail-closed one")
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	pp "github.com/pires/go-proxyproto"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // One named test per rule of the PROXY protocol specification (haproxy
@@ -109,28 +111,20 @@ func TestParseHeader(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h, n, err := ParseHeader(tt.in)
 			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("ParseHeader = %+v, %v; want error %v", h, err, tt.wantErr)
-				}
+				require.ErrorIs(t, err, tt.wantErr, "header %+v", h)
 				if errors.Is(tt.wantErr, ErrChecksum) || errors.Is(tt.wantErr, ErrFamilyMismatch) || errors.Is(tt.wantErr, ErrUniqueIDTooLong) {
-					if !errors.Is(err, ErrInvalidHeader) {
-						t.Errorf("error %v does not also match ErrInvalidHeader", err)
-					}
+					assert.ErrorIs(t, err, ErrInvalidHeader, "a specific header error also matches ErrInvalidHeader")
 				}
 				return
 			}
-			if err != nil {
-				t.Fatalf("ParseHeader: %v", err)
-			}
+			require.NoError(t, err)
 			wantN := tt.wantN
 			if wantN == 0 {
 				wantN = len(tt.in)
 			}
-			if n != wantN {
-				t.Errorf("n = %d, want %d", n, wantN)
-			}
-			if tt.want != (Header{}) && h != tt.want {
-				t.Errorf("got  %+v\nwant %+v", h, tt.want)
+			assert.Equal(t, wantN, n)
+			if tt.want != (Header{}) {
+				assert.Equal(t, tt.want, h)
 			}
 		})
 	}
@@ -149,13 +143,9 @@ func withCRCOf(h, other []byte) []byte {
 // The checksum is CRC32c (Castagnoli), RFC 4960 appendix B: check value
 // 0xE3069283 for "123456789".
 func TestCRC32CTable(t *testing.T) {
-	if got := crc32.Checksum([]byte("123456789"), castagnoli); got != 0xe3069283 {
-		t.Fatalf("crc32c(123456789) = %08x", got)
-	}
+	assert.Equal(t, uint32(0xe3069283), crc32.Checksum([]byte("123456789"), castagnoli), "crc32c(123456789)")
 	b := []byte("1234\x00\x00\x00\x009")
-	if got, want := headerCRC([]byte("1234abcd9"), 4), crc32.Checksum(b, castagnoli); got != want {
-		t.Fatalf("headerCRC = %08x, want %08x", got, want)
-	}
+	assert.Equal(t, crc32.Checksum(b, castagnoli), headerCRC([]byte("1234abcd9"), 4), "headerCRC")
 }
 
 // go-proxyproto's process-wide V1AcceptIPv4InTCP6 must not loosen this
@@ -165,22 +155,16 @@ func TestV1FamilyIgnoresLibraryGlobal(t *testing.T) {
 	pp.V1AcceptIPv4InTCP6 = true
 	defer func() { pp.V1AcceptIPv4InTCP6 = old }()
 	_, _, err := ParseHeader([]byte("PROXY TCP6 192.0.2.1 2001:db8::2 1 2\r\n"))
-	if !errors.Is(err, ErrFamilyMismatch) {
-		t.Fatalf("err = %v, want ErrFamilyMismatch", err)
-	}
+	assert.ErrorIs(t, err, ErrFamilyMismatch)
 }
 
 func TestParseHeaderAllocs(t *testing.T) {
 	in := v2(0x21, 0x11, addrs4("192.0.2.1", "198.51.100.1", 1, 2))
-	allocs := testing.AllocsPerRun(100, func() {
-		if _, _, err := ParseHeader(in); err != nil {
-			t.Fatal(err)
-		}
-	})
+	_, _, err := ParseHeader(in)
+	require.NoError(t, err)
+	allocs := testing.AllocsPerRun(100, func() { ParseHeader(in) })
 	// go-proxyproto's parser allocates its Header, two TCPAddrs and their IPs,
 	// and reflection buffers in binary.Read; keep it from growing unnoticed.
-	if allocs > 12 {
-		t.Errorf("ParseHeader allocates %v times per call", allocs)
-	}
+	assert.LessOrEqual(t, allocs, 12.0, "ParseHeader allocations per call")
 	t.Logf("ParseHeader(v2 TCP4): %v allocs", allocs)
 }

@@ -2,9 +2,11 @@ package proxyproto
 
 import (
 	"bytes"
-	"errors"
 	"net/netip"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestFormatRoundTrip(t *testing.T) {
@@ -35,19 +37,13 @@ func TestFormatRoundTrip(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := WriteHeader(&buf, tt.in); err != nil {
-				t.Fatal(err)
-			}
-			if tt.wire != "" && buf.String() != tt.wire {
-				t.Errorf("wire:\n got %q\nwant %q", buf.String(), tt.wire)
+			require.NoError(t, WriteHeader(&buf, tt.in))
+			if tt.wire != "" {
+				assert.Equal(t, tt.wire, buf.String(), "wire")
 			}
 			got, n, err := ParseHeader(buf.Bytes())
-			if err != nil {
-				t.Fatalf("ParseHeader: %v", err)
-			}
-			if n != buf.Len() {
-				t.Errorf("n = %d, want %d", n, buf.Len())
-			}
+			require.NoError(t, err)
+			assert.Equal(t, buf.Len(), n)
 			want := tt.want
 			if want == (Header{}) {
 				want = tt.in
@@ -58,9 +54,7 @@ func TestFormatRoundTrip(t *testing.T) {
 				want.AddChecksum = false
 				want.TLVs = mustTLVs(append(collect(want.TLVs), TLV{TLVCRC32C, string([]byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)})})...)
 			}
-			if got != want {
-				t.Errorf("parsed %+v\n  want %+v", got, want)
-			}
+			assert.Equal(t, want, got, "parsed")
 		})
 	}
 }
@@ -90,9 +84,7 @@ func TestFormatErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := WriteHeader(new(bytes.Buffer), tt.h); !errors.Is(err, ErrInvalidHeaderValue) {
-				t.Fatalf("err = %v, want ErrInvalidHeaderValue", err)
-			}
+			assert.ErrorIs(t, WriteHeader(new(bytes.Buffer), tt.h), ErrInvalidHeaderValue)
 		})
 	}
 }

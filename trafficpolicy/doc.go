@@ -67,11 +67,13 @@
 // A HealthServer is an [http.Handler] and runs on any listener. Load
 // balancers that put a PROXY header in front of their health checks (AWS
 // NLB with proxy protocol v2, HAProxy with send-proxy and check-send-proxy)
-// need a listener that accepts one: [OptionalProxyHeader] reads and discards
-// an optional v1 or v2 header with a bounded wait and bounded sizes. It
-// never believes the header's addresses, which a health answer does not
-// need; listeners whose clients' addresses matter belong to the proxyproto
-// package and its trust policies.
+// need a listener that accepts one, while other checkers send none:
+// [OptionalProxyHeader] is the proxyproto listener's optional-header mode,
+// which reads, validates and discards a v1 or v2 header when there is one,
+// with a bounded wait and bounded sizes. It trusts no upstream, so it never
+// believes the header's addresses, which a health answer does not need;
+// listeners whose clients' addresses matter are proxyproto listeners with
+// the load balancers as trusted upstreams.
 //
 // # Probing
 //

@@ -35,11 +35,6 @@ var (
 	// ErrUnknownTarget means [Prober.ObserveAt] was given a target the prober
 	// was not configured with.
 	ErrUnknownTarget = errors.New("trafficpolicy: unknown probe target")
-
-	// ErrBadProxyHeader is returned by the first Read of a connection from
-	// [OptionalProxyHeader] whose PROXY protocol header is malformed or too
-	// long.
-	ErrBadProxyHeader = errors.New("trafficpolicy: malformed PROXY protocol header")
 )
 
 // ErrMalformedManifest is wrapped by errors from [ParseService] when a

@@ -25,8 +25,18 @@ const (
 	// denial the [middleware.Outcome] of the policy's error ("not_allowed",
 	// "unresolved", "masqueraded"); for a PROXY refusal the
 	// [proxyproto.Reason] ("no_header", "untrusted_header", "timeout",
-	// "incomplete", "invalid"). Spans and metrics.
+	// "incomplete", "invalid"); for a connection a PROXY listener shed the
+	// [proxyproto.ShedReason] ("untrusted_budget", "source_budget"). Spans
+	// and metrics.
 	ReasonKey = attribute.Key("sourceip.reason")
+
+	// ListenerKey is the name given to [Instrumentation.ObserveListener].
+	// Metrics.
+	ListenerKey = attribute.Key("sourceip.listener")
+
+	// TrustedKey tells whether pending connections come from trusted
+	// upstreams. Metrics.
+	TrustedKey = attribute.Key("sourceip.trusted")
 
 	// HopKey is the client's position in the chain, counted from the socket
 	// peer (0); on failure, where the walk stopped. Spans.

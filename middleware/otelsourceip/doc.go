@@ -9,11 +9,13 @@
 //
 // [New] takes a MeterProvider and a TracerProvider ([WithMeterProvider],
 // [WithTracerProvider]) and defaults to the global ones. An [Instrumentation]
-// is a [middleware.Observer], and its ObserveProxyRejection method fits
-// proxyproto.Config.OnReject:
+// is a [middleware.Observer], its ObserveProxyRejection method fits
+// proxyproto.Config.OnReject, and [Instrumentation.ObserveListener] exports
+// a PROXY listener's own counters:
 //
 //	inst, err := otelsourceip.New()
 //	pl, err := proxyproto.NewListener(inner, proxyproto.Config{..., OnReject: inst.ObserveProxyRejection})
+//	reg, err := inst.ObserveListener("mqtt", pl) // reg.Unregister() after pl.Close()
 //	resolve, err := middleware.New(middleware.Config{Resolver: r, Observer: inst})
 //	policy, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{Allow: ranges, Observer: inst})
 //
@@ -45,6 +47,20 @@
 //	sourceip.masquerade.detections  {detection}   sourceip.source
 //	sourceip.proxyproto.rejections  {connection}  sourceip.reason (a proxyproto.Reason)
 //	sourceip.policy.denials         {denial}      sourceip.source, sourceip.reason (not_allowed, unresolved, masqueraded)
+//
+// and, per listener given to ObserveListener, read from its Stats when the
+// meter collects (asynchronous instruments, each with sourceip.listener when
+// a name is given):
+//
+//	sourceip.proxyproto.shed           {connection}  sourceip.reason (untrusted_budget, source_budget)
+//	sourceip.proxyproto.accept_errors  {error}
+//	sourceip.proxyproto.pending        {connection}  sourceip.trusted (an up-down counter)
+//
+// A connection that is shed (closed on arrival because the untrusted peers'
+// pending budget, or one source's share of it, is spent) never reaches
+// OnReject, so it is counted only here: a flood that fills the budget shows
+// as a rising shed count while sourceip.proxyproto.pending for untrusted
+// peers stays at its bound.
 //
 // A masqueraded result is counted in sourceip.resolutions with outcome
 // "masqueraded" and in sourceip.masquerade.detections.

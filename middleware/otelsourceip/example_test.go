@@ -39,6 +39,11 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer ln.Close()
+	reg, err := inst.ObserveListener("mqtt", ln) // shed connections, accept errors, pending
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer reg.Unregister()
 
 	resolve, err := middleware.New(middleware.Config{
 		Resolver: clientip.MustNew(clientip.Config{TrustedProxies: lbs}),

@@ -29,6 +29,9 @@ const (
 	ProxyRejectionsName      = "sourceip.proxyproto.rejections"
 	PolicyDenialsName        = "sourceip.policy.denials"
 	RejectSpanName           = "sourceip.proxyproto.reject"
+	ProxyShedName            = "sourceip.proxyproto.shed"
+	ProxyAcceptErrorsName    = "sourceip.proxyproto.accept_errors"
+	ProxyPendingName         = "sourceip.proxyproto.pending"
 )
 
 // Option configures [New].
@@ -58,14 +61,21 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // Instrumentation records resolutions, masquerade detections, policy denials
 // and PROXY refusals as metrics and span attributes. It implements
 // [middleware.Observer]; pass its ObserveProxyRejection method as
-// proxyproto.Config.OnReject. It is safe for concurrent use.
+// proxyproto.Config.OnReject, and hand each PROXY listener to
+// ObserveListener. It is safe for concurrent use.
 type Instrumentation struct {
 	tracer trace.Tracer
+	meter  metric.Meter
 
 	resolutions metric.Int64Counter
 	masquerades metric.Int64Counter
 	rejections  metric.Int64Counter
 	denials     metric.Int64Counter
+
+	// Read from proxyproto.Listener.Stats when the meter collects.
+	shed         metric.Int64ObservableCounter
+	acceptErrors metric.Int64ObservableCounter
+	pending      metric.Int64ObservableUpDownCounter
 
 	// Measurement options built once, indexed by source, outcome and reason,
 	// so that recording builds no attribute set.
@@ -79,6 +89,7 @@ const (
 	numSources  = int(clientip.SourceHeader) + 1
 	numOutcomes = int(middleware.OutcomeError) + 1
 	numReasons  = int(proxyproto.ReasonInvalid) + 1
+	numShed     = len(proxyproto.Stats{}.Shed)
 )
 
 var _ middleware.Observer = (*Instrumentation)(nil)
@@ -119,9 +130,22 @@ func New(opts ...Option) (*Instrumentation, error) {
 		metric.WithDescription("Requests or connections a source-range policy refused, by reason and by the layer the client came from."),
 		metric.WithUnit("{denial}"))
 	err = errors.Join(err, e)
+	in.shed, e = m.Int64ObservableCounter(ProxyShedName,
+		metric.WithDescription("Connections from untrusted peers a PROXY protocol listener closed on arrival, unread, because a pending budget was spent, by reason."),
+		metric.WithUnit("{connection}"))
+	err = errors.Join(err, e)
+	in.acceptErrors, e = m.Int64ObservableCounter(ProxyAcceptErrorsName,
+		metric.WithDescription("Errors of a PROXY protocol listener's inner Accept, such as running out of file descriptors."),
+		metric.WithUnit("{error}"))
+	err = errors.Join(err, e)
+	in.pending, e = m.Int64ObservableUpDownCounter(ProxyPendingName,
+		metric.WithDescription("Connections a PROXY protocol listener holds while they wait for their header or for Accept, by whether the peer is a trusted upstream."),
+		metric.WithUnit("{connection}"))
+	err = errors.Join(err, e)
 	if err != nil {
 		return nil, err
 	}
+	in.meter = m
 
 	opt := func(kv ...attribute.KeyValue) []metric.AddOption {
 		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
@@ -238,4 +262,37 @@ func (in *Instrumentation) ObserveProxyRejection(rej proxyproto.Rejection) {
 		trace.WithAttributes(attrs...))
 	span.SetStatus(codes.Error, reason)
 	span.End(trace.WithTimestamp(now))
+}
+
+// ObserveListener reports l's counters from [proxyproto.Listener.Stats]
+// each time the meter collects: sourceip.proxyproto.shed by sourceip.reason
+// (a [proxyproto.ShedReason]: "untrusted_budget", "source_budget"),
+// sourceip.proxyproto.accept_errors, and sourceip.proxyproto.pending by
+// sourceip.trusted. name, when not empty, is set as sourceip.listener on all
+// of them, to tell several listeners apart; it should be a fixed name such
+// as "mqtt" or "health", never an address. Call Unregister on the result
+// when l is closed. Collecting does not allocate beyond what the meter does.
+func (in *Instrumentation) ObserveListener(name string, l *proxyproto.Listener) (metric.Registration, error) {
+	opt := func(kv ...attribute.KeyValue) []metric.ObserveOption {
+		if name != "" {
+			kv = append(kv, ListenerKey.String(name))
+		}
+		return []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+	}
+	var shedOpts [numShed][]metric.ObserveOption
+	for r := range shedOpts {
+		shedOpts[r] = opt(ReasonKey.String(proxyproto.ShedReason(r).String()))
+	}
+	all := opt()
+	trusted, untrusted := opt(TrustedKey.Bool(true)), opt(TrustedKey.Bool(false))
+	return in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := l.Stats()
+		for r, v := range st.Shed {
+			o.ObserveInt64(in.shed, int64(v), shedOpts[r]...)
+		}
+		o.ObserveInt64(in.acceptErrors, int64(st.AcceptErrors), all...)
+		o.ObserveInt64(in.pending, int64(st.Pending-st.PendingUntrusted), trusted...)
+		o.ObserveInt64(in.pending, int64(st.PendingUntrusted), untrusted...)
+		return nil
+	}, in.shed, in.acceptErrors, in.pending)
 }
