@@ -117,8 +117,12 @@ func ExampleOptionalProxyHeader() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	pl, err := trafficpolicy.OptionalProxyHeader(ln, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
 	srv := &http.Server{Handler: hs, ReadHeaderTimeout: 5 * time.Second}
-	log.Fatal(srv.Serve(trafficpolicy.OptionalProxyHeader(ln, 0)))
+	log.Fatal(srv.Serve(pl))
 }
 
 // Replay a load balancer's view with injected time: how long does it keep

@@ -34,15 +34,10 @@ import (
 // that sends nothing before the timeout, is closed without an answer and
 // counted in the listener's Stats; untrusted peers' pending connections are
 // bounded as the proxyproto package describes. The returned listener owns l.
-// OptionalProxyHeader panics if l is nil, a programming error.
-func OptionalProxyHeader(l net.Listener, timeout time.Duration) *proxyproto.Listener {
-	pl, err := proxyproto.NewListener(l, proxyproto.Config{
+// The error wraps [proxyproto.ErrInvalidConfig] when l is nil.
+func OptionalProxyHeader(l net.Listener, timeout time.Duration) (*proxyproto.Listener, error) {
+	return proxyproto.NewListener(l, proxyproto.Config{
 		Untrusted:         proxyproto.UntrustedIgnore,
 		ReadHeaderTimeout: max(timeout, 0),
 	})
-	if err != nil {
-		// Only a nil l makes a valid Config fail.
-		panic("trafficpolicy: OptionalProxyHeader: " + err.Error())
-	}
-	return pl
 }

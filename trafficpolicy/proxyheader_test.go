@@ -49,7 +49,8 @@ func serveHealth(t *testing.T, timeout time.Duration) *proxyproto.Listener {
 	hs, err := NewHealthServer(HealthConfig{Namespace: "iot", Name: "mqtt-gw", Endpoints: &r})
 	require.NoError(t, err)
 	srv := &http.Server{Handler: hs, ReadHeaderTimeout: 5 * time.Second}
-	pl := OptionalProxyHeader(ln, timeout)
+	pl, err := OptionalProxyHeader(ln, timeout)
+	require.NoError(t, err)
 	go srv.Serve(pl)
 	t.Cleanup(func() { srv.Close() })
 	return pl

@@ -312,7 +312,12 @@ func (g *Gateway) startKubeHealth() error {
 	if err != nil {
 		return fmt.Errorf("gateway: kube health listener: %w", err)
 	}
-	g.kubeLn = trafficpolicy.OptionalProxyHeader(tcp, 0)
+	pl, err := trafficpolicy.OptionalProxyHeader(tcp, 0)
+	if err != nil {
+		tcp.Close()
+		return err
+	}
+	g.kubeLn = pl
 	g.kubeSrv = &http.Server{Handler: hs, ReadHeaderTimeout: 5 * time.Second}
 	g.serve(g.kubeSrv, g.kubeLn)
 	return nil
