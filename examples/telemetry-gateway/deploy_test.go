@@ -96,7 +96,7 @@ func TestManifestsUseRealFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	var help bytes.Buffer
-	run([]string{"-help"}, func(string) string { return "" }, io.Discard, &help)
+	run(t.Context(), []string{"-help"}, noEnv, io.Discard, &help)
 	for _, m := range regexp.MustCompile(`\[\$(GATEWAY_[A-Z_]+)\]`).FindAllStringSubmatch(help.String(), -1) {
 		known[m[1]] = true
 	}

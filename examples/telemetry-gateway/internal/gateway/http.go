@@ -35,6 +35,7 @@ type reqLog struct {
 	id       string
 	dup      bool
 	problem  string
+	canceled bool // the client went away while the handler waited
 }
 
 type reqLogKey struct{}
@@ -87,6 +88,9 @@ func (g *Gateway) accessLog(next http.Handler) http.Handler {
 		}
 		if l.problem != "" {
 			as = append(as, slog.String("error", l.problem))
+		}
+		if l.canceled {
+			as = append(as, slog.Bool("canceled", true))
 		}
 		level := slog.LevelInfo
 		if sw.status >= 400 || l.res.Masqueraded {
@@ -230,7 +234,21 @@ func (g *Gateway) ingest(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := &sink.Record{ID: rd.Key(), Device: rd.Device, Seq: rd.Seq, Received: time.Now().UTC(), Protocol: "http", Payload: rd.Compact, Provenance: prov}
 	out, err := g.sink.Append(ctx, rec)
-	if err != nil {
+	switch {
+	case err == nil:
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		// The client hung up while its reading waited for the group
+		// commit: not a failure of the sink, and the reading may well be
+		// written (a retry is recognised as a duplicate).
+		g.met.message(context.WithoutCancel(ctx), "http", "canceled")
+		l.canceled = true
+		l.problem = "the client went away while its reading waited for the sink; the reading may still be written"
+		return
+	case errors.Is(err, sink.ErrTooLarge):
+		g.met.message(ctx, "http", "invalid")
+		g.httpError(w, r, http.StatusRequestEntityTooLarge, err.Error())
+		return
+	default:
 		g.met.message(ctx, "http", "sink_error")
 		g.log.Error("sink append failed", "id", rec.ID, "error", err)
 		g.httpError(w, r, http.StatusServiceUnavailable, "the reading could not be stored; retry")

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -77,11 +77,11 @@ type demoRow struct {
 	problems []string
 }
 
-// runDemo runs the gateway, an in-process load balancer sending PROXY v2, an
+// Run runs the gateway, an in-process load balancer sending PROXY v2, an
 // HTTP ingress appending X-Forwarded-For and a few devices, all on loopback,
 // prints a table of what each layer saw per device, and fails when any row is
 // not what the chain must produce.
-func runDemo(ctx context.Context, stdout, stderr io.Writer, verbose bool) error {
+func Run(ctx context.Context, stdout, stderr io.Writer, verbose bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	rows, info, err := demo(ctx, stderr, verbose)
