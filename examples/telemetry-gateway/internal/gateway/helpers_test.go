@@ -54,10 +54,12 @@ func (l *logs) Write(p []byte) (int, error) {
 }
 
 // match reports whether line has every field of want (values compared as
-// strings; a want value ending in "*" is a prefix).
+// strings; a want value ending in "*" is a prefix). A key "a.b" names field
+// b of group a, as slog's JSON handler nests groups such as the "clientip"
+// group of middleware.Attrs.
 func match(line map[string]any, want map[string]string) bool {
 	for k, v := range want {
-		got, ok := line[k]
+		got, ok := field(line, k)
 		if !ok {
 			return false
 		}
@@ -71,6 +73,20 @@ func match(line map[string]any, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// field returns the value of key in line, looking into groups for "a.b".
+func field(line map[string]any, key string) (any, bool) {
+	group, rest, nested := strings.Cut(key, ".")
+	if !nested {
+		v, ok := line[key]
+		return v, ok
+	}
+	m, ok := line[group].(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	return field(m, rest)
 }
 
 // wait returns the first line matching want, waiting up to d.

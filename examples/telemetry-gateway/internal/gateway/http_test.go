@@ -66,13 +66,13 @@ func TestHTTPIngest(t *testing.T) {
 		line   map[string]string
 	}{
 		{"through the ingress", ingress, "198.51.100.9, 127.0.0.16", `{"device":"h1","seq":1}`, 201, `{"duplicate":false,"id":"h1/1"}`,
-			map[string]string{"client": "127.0.0.16", "client_source": "x-forwarded-for", "client_via": "127.0.0.50", "socket_peer": "127.0.0.50:*", "id": "h1/1", "duplicate": "false"}},
+			map[string]string{"clientip.client": "127.0.0.16", "clientip.source": "x-forwarded-for", "clientip.via": "127.0.0.50", "clientip.peer": "127.0.0.50:*", "id": "h1/1", "duplicate": "false"}},
 		{"retry", ingress, "127.0.0.16", `{"device":"h1","seq":1}`, 200, `{"duplicate":true,"id":"h1/1"}`,
-			map[string]string{"client": "127.0.0.16", "id": "h1/1", "duplicate": "true"}},
+			map[string]string{"clientip.client": "127.0.0.16", "id": "h1/1", "duplicate": "true"}},
 		{"forged header from an untrusted peer", direct, "203.0.113.66", `{"device":"h2","seq":1}`, 201, `{"duplicate":false,"id":"h2/1"}`,
-			map[string]string{"client": "127.0.0.61", "client_source": "socket", "id": "h2/1"}},
+			map[string]string{"clientip.client": "127.0.0.61", "clientip.source": "socket", "id": "h2/1"}},
 		{"bad JSON", ingress, "127.0.0.16", `{"device":"h1","seq":2,`, 400, `{"error":"reading: payload is not valid JSON: unexpected end of JSON input at byte 23"}`,
-			map[string]string{"client": "127.0.0.16", "status": "400", "error": "reading: payload is not valid JSON*"}},
+			map[string]string{"clientip.client": "127.0.0.16", "status": "400", "problem": "reading: payload is not valid JSON*"}},
 		{"no seq", ingress, "127.0.0.16", `{"device":"h1"}`, 400, `{"error":"reading: \"seq\" must be a non-negative integer: missing"}`, nil},
 		{"garbage forwarding header", ingress, "127.0.0.16, not-an-ip", `{"device":"h1","seq":3}`, 400, `{"error":"cannot tell who the client is: malformed"}`,
 			map[string]string{"decision": "malformed", "status": "400"}},
@@ -108,7 +108,7 @@ func TestHTTPAllowlist(t *testing.T) {
 	assert.Equal(t, 403, status, "outside the allowlist: %s", body)
 	status, body = post(t, httpFrom("127.0.0.16"), url, "", `{"device":"a","seq":1}`)
 	assert.Equal(t, 201, status, "inside the allowlist: %s", body)
-	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "http request", "status": "403", "client": "127.0.0.17", "decision": "not_allowed"})
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "http request", "status": "403", "clientip.client": "127.0.0.17", "decision": "not_allowed"})
 }
 
 // TestAdmin: readiness follows the sink and draining; liveness is always
@@ -195,7 +195,7 @@ func TestHTTPMasqueraded(t *testing.T) {
 	})
 	status, body := post(t, httpFrom("127.0.0.150"), "http://"+e.g.HTTPAddr()+"/v1/telemetry", "", `{"device":"hm","seq":1}`)
 	require.Equal(t, 201, status, body)
-	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "http request", "masqueraded": "true", "decision": "masqueraded", "level": "WARN"})
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "http request", "clientip.masqueraded": "true", "decision": "masqueraded", "level": "WARN"})
 	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "CLIENTS ARE MASQUERADED*", "node": "127.0.0.150", "protocol": "http"})
 	recs := e.records(t)
 	require.Len(t, recs, 1)
@@ -299,7 +299,7 @@ func TestHangUpWhileWaitingIsNotASinkFailure(t *testing.T) {
 	assert.Zero(t, e.logs.count(map[string]string{"level": "ERROR"}), "ERROR lines")
 	assert.Zero(t, counter(t, reader, "gateway.messages", map[string]string{"outcome": "sink_error"}), "sink_error count")
 	assert.EqualValues(t, clients, counter(t, reader, "gateway.messages", map[string]string{"protocol": "http", "outcome": "canceled"}))
-	e.logs.wait(t, time.Second, map[string]string{"msg": "http request", "canceled": "true", "level": "INFO", "error": "the client went away*"})
+	e.logs.wait(t, time.Second, map[string]string{"msg": "http request", "canceled": "true", "level": "INFO", "problem": "the client went away*"})
 	require.NoError(t, e.g.Shutdown(t.Context(), 0))
 	assert.Equal(t, clients+1, e.summary(t).Unique, "the abandoned readings were queued, so they are written")
 }

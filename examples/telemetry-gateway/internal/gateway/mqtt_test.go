@@ -52,9 +52,9 @@ func TestMQTTEveryLayer(t *testing.T) {
 				c.Close()
 				line := e.logs.wait(t, 5*time.Second, map[string]string{"msg": "mqtt connection", "client_id": id})
 				want := map[string]string{
-					"outcome": "accepted", "client": netip.MustParseAddrPort(src).Addr().String(), "client_source": "proxy-protocol",
-					"socket_peer": lbAddr.String() + ":*", "proxy_source": src, "proxy_destination": e.g.MQTTAddr(),
-					"proxy": fmt.Sprintf("v%d proxy", proxy), "tls_sni": "gateway.test", "masqueraded": "false",
+					"outcome": "accepted", "clientip.client": netip.MustParseAddrPort(src).Addr().String(), "clientip.source": "proxy-protocol",
+					"clientip.peer": lbAddr.String() + ":*", "clientip.proxy": src, "proxy_destination": e.g.MQTTAddr(),
+					"proxy_header": fmt.Sprintf("v%d proxy", proxy), "tls_sni": "gateway.test",
 					"mqtt_version": fmt.Sprint(version), "decision": "resolved", "level": "INFO",
 				}
 				if i == 4 {
@@ -94,7 +94,7 @@ func TestForbiddenRangeRefused(t *testing.T) {
 			t.Errorf("MQTT %d: connect error %v, want CONNACK 0x%02x", tc.version, err, tc.code)
 		}
 		e.logs.wait(t, 5*time.Second, map[string]string{"msg": "mqtt connection", "client_id": id, "outcome": "refused",
-			"client": "127.0.0.99", "decision": "not_allowed", "connack": fmt.Sprintf("0x%02x", tc.code), "socket_peer": "127.0.0.200:*"})
+			"clientip.client": "127.0.0.99", "decision": "not_allowed", "connack": fmt.Sprintf("0x%02x", tc.code), "clientip.peer": "127.0.0.200:*"})
 		// An allowed device still gets in.
 		ok := fmt.Sprintf("allowed%d", tc.version)
 		c, err := device.Connect(t.Context(), e.device(ok, tc.version, 2, "127.0.0.12:5555"))
@@ -139,10 +139,10 @@ func TestHalfOpenClosedAtDeadline(t *testing.T) {
 		stage string
 		want  map[string]string
 	}{
-		{silent, "tls", map[string]string{"proxy_source": "127.0.0.21:1111", "client": "127.0.0.21", "tls_sni": ""}},
-		{tc, "connect", map[string]string{"proxy_source": "127.0.0.22:2222", "client": "127.0.0.22", "tls_sni": "gateway.test"}},
+		{silent, "tls", map[string]string{"clientip.proxy": "127.0.0.21:1111", "clientip.client": "127.0.0.21", "tls_sni": ""}},
+		{tc, "connect", map[string]string{"clientip.proxy": "127.0.0.22:2222", "clientip.client": "127.0.0.22", "tls_sni": "gateway.test"}},
 	} {
-		want := map[string]string{"msg": "mqtt connection failed", "stage": tc.stage, "timeout": "true", "socket_peer": "127.0.0.200:*", "error": "no *"}
+		want := map[string]string{"msg": "mqtt connection failed", "stage": tc.stage, "timeout": "true", "clientip.peer": "127.0.0.200:*", "failure": "no *"}
 		for k, v := range tc.want {
 			want[k] = v
 		}
@@ -170,16 +170,16 @@ func TestProxyRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy", "reason": "untrusted_header",
-		"socket_peer": "127.0.0.1:*", "trusted_upstream": "false"})
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy", "rejection.reason": "untrusted_header",
+		"rejection.peer": "127.0.0.1:*", "rejection.trusted": "false"})
 	// The load balancer without a header.
 	_, err = device.Connect(t.Context(), device.Config{ID: "x", Version: 4, Addr: e.g.MQTTAddr(), Local: lbAddr,
 		TLS: &tls.Config{RootCAs: e.ca.Pool(), ServerName: "gateway.test"}, Timeout: 2 * time.Second})
 	if err == nil {
 		t.Error("headerless connection from the load balancer was served")
 	}
-	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy", "reason": "no_header",
-		"socket_peer": "127.0.0.200:*", "trusted_upstream": "true"})
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy", "rejection.reason": "no_header",
+		"rejection.peer": "127.0.0.200:*", "rejection.trusted": "true"})
 	// A direct client (not a load balancer, no header) is served as itself.
 	dc, err := device.Connect(t.Context(), device.Config{ID: "direct", Version: 5, Addr: e.g.MQTTAddr(), Local: netip.MustParseAddr("127.0.0.33"),
 		TLS: &tls.Config{RootCAs: e.ca.Pool(), ServerName: "gateway.test"}, Timeout: 2 * time.Second})
@@ -187,8 +187,8 @@ func TestProxyRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	dc.Close()
-	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "direct", "client": "127.0.0.33",
-		"client_source": "socket", "proxy": "none", "socket_peer": "127.0.0.33:*"})
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "direct", "clientip.client": "127.0.0.33",
+		"clientip.source": "socket", "proxy_header": "none", "clientip.peer": "127.0.0.33:*"})
 	if r, p := obs.resolves.Load(), obs.rejections.Load(); r != 1 || p != 2 {
 		t.Errorf("observer saw %d resolutions and %d PROXY refusals, want 1 and 2", r, p)
 	}

@@ -148,7 +148,7 @@ func TestMasqueraded(t *testing.T) {
 			if !errors.As(err, &ce) || ce.Code != 0x87 {
 				t.Errorf("with allowlist: %v, want CONNACK 0x87", err)
 			}
-			e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "outcome": "refused", "decision": "masqueraded", "masqueraded": "true"})
+			e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "outcome": "refused", "decision": "masqueraded", "clientip.masqueraded": "true"})
 			e.logs.wait(t, 3*time.Second, map[string]string{"msg": "CLIENTS ARE MASQUERADED*", "node": node.String()})
 			continue
 		}
@@ -159,8 +159,8 @@ func TestMasqueraded(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Close()
-		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "outcome": "accepted", "masqueraded": "true",
-			"client": node.String(), "decision": "masqueraded", "level": "WARN"})
+		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "outcome": "accepted", "clientip.masqueraded": "true",
+			"clientip.client": node.String(), "decision": "masqueraded", "level": "WARN"})
 		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "CLIENTS ARE MASQUERADED*", "node": node.String(), "level": "WARN"})
 		if recs := e.records(t); len(recs) != 1 || !recs[0].Provenance.Masqueraded {
 			t.Errorf("records %+v", recs)
@@ -205,8 +205,8 @@ func TestAutopaho(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm.Disconnect(ctx)
-	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "auto5", "client": "127.0.0.43",
-		"client_source": "proxy-protocol", "socket_peer": "127.0.0.200:*", "mqtt_version": "5"})
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "auto5", "clientip.client": "127.0.0.43",
+		"clientip.source": "proxy-protocol", "clientip.peer": "127.0.0.200:*", "mqtt_version": "5"})
 	if s := e.summary(t); s.Count["auto5/1"] != 1 {
 		t.Errorf("sink %+v", s)
 	}
@@ -262,7 +262,7 @@ func TestCertificateBindsClientID(t *testing.T) {
 		t.Errorf("client id other than the certificate's CN: %v, want CONNACK 0x87", err)
 	}
 	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "meter-2", "outcome": "refused",
-		"tls_subject": "CN=meter-1", "reason": "client id \"meter-2\" is not the client certificate's common name \"meter-1\""})
+		"tls_subject": "CN=meter-1", "error": "client id \"meter-2\" is not the client certificate's common name \"meter-1\""})
 	cfg.ID = "meter-1"
 	c, err := device.Connect(t.Context(), cfg)
 	if err != nil {
