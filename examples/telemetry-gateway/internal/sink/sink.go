@@ -86,10 +86,13 @@ func (m *SyncMode) Set(s string) error {
 const (
 	DefaultMaxBatch     = 512
 	DefaultDedupeWindow = 4096
-	// DefaultMaxDevices bounds the duplicate index: at the default
-	// DedupeWindow a device costs about 700 bytes (TestIndexBytesPerDevice
-	// measures it), so a full index holds about 180 MB.
-	DefaultMaxDevices   = 1 << 18
+	// DefaultMaxDevices bounds the duplicate index: at most
+	// IndexBytesPerDevice each, a full index holds under 180 MiB.
+	DefaultMaxDevices = 1 << 18
+	// IndexBytesPerDevice bounds what one device costs in the duplicate
+	// index at the default DedupeWindow with device names up to about 100
+	// bytes (TestIndexBytesPerDevice measures about 610 with 23-byte names).
+	IndexBytesPerDevice = 700
 	DefaultMaxLineBytes = 1 << 20
 	queueLen            = 4096
 )
