@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/gateway"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/sourceip/sourceip/proxyproto"
@@ -26,6 +29,10 @@ const envPrefix = "GATEWAY_"
 func envName(flagName string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
+
+// errUsage marks an error in the command line or the environment: run exits
+// with status 2 for it, as for an unknown flag.
+var errUsage = errors.New("usage")
 
 // options is the command line.
 type options struct {
@@ -45,10 +52,13 @@ type options struct {
 	handshakeTimeout, connectTimeout            time.Duration
 	httpReadTimeout                             time.Duration
 
-	sinkPath    string
-	sinkSync    sink.SyncMode
-	maxPayload  int
-	topicPrefix string
+	sinkPath          string
+	sinkSync          sink.SyncMode
+	sinkMinFree       byteSize
+	sinkCheckInterval time.Duration
+	sinkMaxDevices    int
+	maxPayload        int
+	topicPrefix       string
 
 	rate        float64
 	rateBurst   int
@@ -60,11 +70,12 @@ type options struct {
 	logFormat, logLevel         string
 	mochiLogLevel               string
 
-	demo, verbose bool
+	demo, verbose, version bool
 }
 
 // parseOptions reads flags, then the environment for every flag not given
-// on the command line.
+// on the command line, and checks the values. Every error but flag.ErrHelp
+// wraps errUsage.
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("telemetry-gateway", flag.ContinueOnError)
@@ -74,27 +85,31 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "HTTP ingest listener (POST /v1/telemetry); empty disables")
 	fs.StringVar(&o.adminAddr, "admin-addr", ":9090", "admin listener: /livez, /readyz, /metrics; empty disables")
 
-	fs.Var(&o.proxyTrusted, "proxy-trusted", "load balancers that must send a PROXY header on the MQTT port (addresses, CIDRs or loopback|private|linklocal|cgnat; repeatable); a header from anyone else is refused; empty: no PROXY protocol")
+	fs.Var(prefixFlag{&o.proxyTrusted}, "proxy-trusted", "load balancers that must send a PROXY header on the MQTT port (addresses, CIDRs or loopback|private|linklocal|cgnat; repeatable); a header from anyone else is refused; unset: no PROXY protocol")
 	fs.TextVar(&o.proxyHeaderless, "proxy-headerless", proxyproto.HeaderlessRefuse, "refuse|allow connections from -proxy-trusted without a header (allow for TCP health checks)")
 	fs.DurationVar(&o.proxyHeaderTimeout, "proxy-header-timeout", proxyproto.DefaultReadHeaderTimeout, "deadline for the PROXY header")
 
-	fs.Var(&o.httpTrusted, "http-trusted", "proxies trusted to append -http-header on the HTTP port (repeatable)")
+	fs.Var(prefixFlag{&o.httpTrusted}, "http-trusted", "proxies trusted to append -http-header on the HTTP port (repeatable)")
 	fs.StringVar(&o.httpHeader, "http-header", "X-Forwarded-For", "forwarding header read from -http-trusted peers: X-Forwarded-For, Forwarded, or a single-address header such as X-Real-IP")
-	fs.Var(&o.masquerade, "masquerade", "node addresses that stand in for clients under externalTrafficPolicy: Cluster (repeatable)")
-	fs.Var(&o.allow, "allow", "admit only clients resolved inside these ranges, on MQTT (CONNACK not authorized) and HTTP (403); empty admits every resolved client (repeatable)")
+	fs.Var(prefixFlag{&o.masquerade}, "masquerade", "node addresses that stand in for clients under externalTrafficPolicy: Cluster (repeatable)")
+	fs.Var(prefixFlag{&o.allow}, "allow", "admit only clients resolved inside these ranges, on MQTT (CONNACK not authorized) and HTTP (403); unset admits every resolved client (repeatable)")
 
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "server certificate chain (PEM); empty generates a self-signed certificate at start")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "server private key (PEM)")
 	fs.StringVar(&o.tlsHosts, "tls-hosts", "localhost,127.0.0.1", "names and addresses of the generated self-signed certificate")
 	fs.StringVar(&o.tlsSelfSignedOut, "tls-self-signed-out", "", "write the generated certificate here (PEM) for clients to pin")
-	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) for device client certificates; their subject is logged as the device identity")
-	fs.StringVar(&o.tlsClientAuth, "tls-client-auth", "optional", "optional|require a client certificate (with -tls-client-ca)")
+	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) that verifies device client certificates; their subject is logged as the device identity")
+	fs.StringVar(&o.tlsClientAuth, "tls-client-auth", "", "none|optional|require a client certificate, verified against -tls-client-ca, which optional and require need (default: optional with -tls-client-ca, none without)")
 	fs.DurationVar(&o.handshakeTimeout, "tls-handshake-timeout", 5*time.Second, "deadline for the TLS handshake")
 	fs.DurationVar(&o.httpReadTimeout, "http-read-timeout", 30*time.Second, "deadline for reading one HTTP ingest request, headers and body")
 	fs.DurationVar(&o.connectTimeout, "mqtt-connect-timeout", 10*time.Second, "deadline for CONNECT after the handshake")
 
-	fs.StringVar(&o.sinkPath, "sink", "telemetry.jsonl", "durable sink: JSON Lines file, one record per accepted reading")
+	fs.StringVar(&o.sinkPath, "sink", "telemetry.jsonl", "durable sink: JSON Lines file (a regular file), one record per accepted reading")
 	fs.Var(&o.sinkSync, "sink-sync", "fsync: acknowledge after fsync (survives a machine crash); write: after write(2) (survives a process crash)")
+	o.sinkMinFree = gateway.DefaultSinkMinFree
+	fs.Var(&o.sinkMinFree, "sink-min-free", "not ready while the sink's file system has less free space than this (bytes, or with a KiB, MiB or GiB suffix); 0 disables the check")
+	fs.DurationVar(&o.sinkCheckInterval, "sink-check-interval", gateway.DefaultSinkCheckInterval, "how often the free space of -sink-min-free is checked")
+	fs.IntVar(&o.sinkMaxDevices, "sink-max-devices", sink.DefaultMaxDevices, "devices whose recent sequence numbers the sink remembers to recognise redeliveries; each costs about 700 bytes of memory (see README)")
 	fs.IntVar(&o.maxPayload, "max-payload", 64<<10, "largest reading in bytes")
 	fs.StringVar(&o.topicPrefix, "topic-prefix", "telemetry/", "topics devices may publish to")
 
@@ -114,6 +129,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 
 	fs.BoolVar(&o.demo, "demo", false, "run the self-contained demo on loopback: gateway, a load balancer sending PROXY v2, simulated devices; print what every layer saw and exit")
 	fs.BoolVar(&o.verbose, "v", false, "with -demo: also print the gateway's log lines")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 
 	fs.VisitAll(func(f *flag.Flag) { f.Usage += " [$" + envName(f.Name) + "]" })
 	fs.Usage = func() {
@@ -130,25 +146,172 @@ Flags:
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+		return nil, fmt.Errorf("%w: unexpected arguments: %q", errUsage, fs.Args())
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	from := map[string]string{} // flag name -> how the user spelt it
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
+		from[f.Name] = "-" + f.Name
 		if set[f.Name] {
 			return
 		}
 		if v := getenv(envName(f.Name)); v != "" {
+			from[f.Name] = "$" + envName(f.Name)
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("$%s: %w", envName(f.Name), err))
 			}
 		}
 	})
-	return o, errors.Join(errs...)
+	if len(errs) == 0 {
+		errs = o.check(from)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", errUsage, errors.Join(errs...))
+	}
+	return o, nil
+}
+
+// check reports every value that parses but makes no sense, each as
+// "-flag value: what is wanted", naming the flag as the user set it
+// (from maps a flag to "-flag" or "$GATEWAY_FLAG").
+func (o *options) check(from map[string]string) []error {
+	var errs []error
+	bad := func(name string, value any, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s %v: %s", from[name], value, fmt.Sprintf(format, a...)))
+	}
+	if math.IsNaN(o.rate) || math.IsInf(o.rate, 0) || o.rate < 0 {
+		bad("rate", o.rate, "want readings per second, a finite number ≥ 0 (0: unlimited)")
+	}
+	if o.rateBurst < 0 || (o.rateBurst == 0 && o.rate > 0) {
+		bad("rate-burst", o.rateBurst, "want at least 1 reading")
+	}
+	if o.maxPayload <= 0 || o.maxPayload > gateway.MaxPayloadLimit {
+		bad("max-payload", o.maxPayload, "want 1 to %d bytes", gateway.MaxPayloadLimit)
+	}
+	if o.sinkMaxDevices <= 0 {
+		bad("sink-max-devices", o.sinkMaxDevices, "want at least 1 device")
+	}
+	if err := gateway.CheckTopicPrefix(o.topicPrefix); err != nil {
+		bad("topic-prefix", fmt.Sprintf("%q", o.topicPrefix), "%v", err)
+	}
+	for _, d := range []struct {
+		name     string
+		v        time.Duration
+		zeroOK   bool
+		whatZero string
+	}{
+		{"proxy-header-timeout", o.proxyHeaderTimeout, false, ""},
+		{"tls-handshake-timeout", o.handshakeTimeout, false, ""},
+		{"mqtt-connect-timeout", o.connectTimeout, false, ""},
+		{"http-read-timeout", o.httpReadTimeout, false, ""},
+		{"shutdown-timeout", o.shutdownTimeout, false, ""},
+		{"sink-check-interval", o.sinkCheckInterval, false, ""},
+		{"rate-max-wait", o.rateMaxWait, true, "refuse at once"},
+		{"drain-delay", o.drainDelay, true, "no delay"},
+	} {
+		switch {
+		case d.zeroOK && d.v < 0:
+			bad(d.name, d.v, "want a duration ≥ 0 (0: %s)", d.whatZero)
+		case !d.zeroOK && d.v <= 0:
+			bad(d.name, d.v, "want a duration > 0")
+		}
+	}
+	if _, err := parseLevel(o.logLevel); err != nil || strings.EqualFold(o.logLevel, "off") {
+		bad("log-level", fmt.Sprintf("%q", o.logLevel), "want debug, info, warn or error")
+	}
+	if _, err := parseLevel(o.mochiLogLevel); err != nil {
+		bad("mochi-log-level", fmt.Sprintf("%q", o.mochiLogLevel), "want debug, info, warn, error or off")
+	}
+	if o.logFormat != "json" && o.logFormat != "text" {
+		bad("log-format", fmt.Sprintf("%q", o.logFormat), "want json or text")
+	}
+	if _, err := o.endpoint(); err != nil {
+		bad("kube-endpoint", fmt.Sprintf("%q", o.kubeEndpoint), "want ip:port")
+	}
+	if ns, name, ok := strings.Cut(o.kubeService, "/"); o.kubeHealthAddr != "" && (!ok || ns == "" || name == "") {
+		bad("kube-service", fmt.Sprintf("%q", o.kubeService), "want namespace/name of the Service, which -kube-health-addr reports")
+	}
+	switch o.tlsClientAuth {
+	case "":
+	case "none":
+		if o.tlsClientCA != "" {
+			bad("tls-client-auth", o.tlsClientAuth, "contradicts %s: a CA bundle for client certificates that are never asked for", from["tls-client-ca"])
+		}
+	case "optional", "require":
+		if o.tlsClientCA == "" {
+			bad("tls-client-auth", o.tlsClientAuth, "needs -tls-client-ca: without a CA bundle no client certificate can be verified, and an unverified one proves nothing")
+		}
+	default:
+		bad("tls-client-auth", fmt.Sprintf("%q", o.tlsClientAuth), "want none, optional or require")
+	}
+	return errs
+}
+
+// prefixFlag is a repeatable clientip.PrefixSet flag that refuses a value
+// naming no address: -proxy-trusted ' ' would otherwise turn PROXY protocol
+// off, and -allow ' ' admit everyone, without a word.
+type prefixFlag struct{ set *clientip.PrefixSet }
+
+func (f prefixFlag) String() string {
+	if f.set == nil {
+		return ""
+	}
+	return f.set.String()
+}
+
+func (f prefixFlag) Set(v string) error {
+	n, err := clientip.ParsePrefixSet(v)
+	if err != nil {
+		return err
+	}
+	if n.Len() == 0 {
+		return fmt.Errorf("%q names no address: give addresses, CIDRs or presets, or leave the flag unset", v)
+	}
+	*f.set = f.set.Union(n)
+	return nil
+}
+
+// byteSize is a flag for a number of bytes: an integer, optionally with a
+// KiB, MiB or GiB suffix.
+type byteSize uint64
+
+func (b byteSize) String() string {
+	for _, u := range []struct {
+		suffix string
+		n      uint64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if uint64(b) >= u.n && uint64(b)%u.n == 0 {
+			return fmt.Sprintf("%d%s", uint64(b)/u.n, u.suffix)
+		}
+	}
+	return fmt.Sprint(uint64(b))
+}
+
+func (b *byteSize) Set(s string) error {
+	mult := uint64(1)
+	for _, u := range []struct {
+		suffix string
+		n      uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = v, u.n
+			break
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > math.MaxUint64/mult {
+		return fmt.Errorf("%q: want a number of bytes, optionally with a KiB, MiB or GiB suffix", s)
+	}
+	*b = byteSize(n * mult)
+	return nil
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -175,7 +338,9 @@ func (o *options) logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("-log-format %q: want json or text", o.logFormat)
 }
 
-// tlsConfig loads the configured certificate or generates a self-signed one.
+// tlsConfig loads the configured certificate or generates a self-signed one,
+// and the CA that verifies client certificates. check has already refused
+// every -tls-client-auth that would ask for a certificate nothing verifies.
 func (o *options) tlsConfig(log *slog.Logger) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	switch {
@@ -200,20 +365,17 @@ func (o *options) tlsConfig(log *slog.Logger) (*tls.Config, error) {
 			}
 		}
 	}
-	if o.tlsClientCA != "" {
-		pool, err := pki.LoadPool(o.tlsClientCA)
-		if err != nil {
-			return nil, fmt.Errorf("-tls-client-ca: %w", err)
-		}
-		cfg.ClientCAs = pool
-		switch o.tlsClientAuth {
-		case "optional":
-			cfg.ClientAuth = tls.VerifyClientCertIfGiven
-		case "require":
-			cfg.ClientAuth = tls.RequireAndVerifyClientCert
-		default:
-			return nil, fmt.Errorf("-tls-client-auth %q: want optional or require", o.tlsClientAuth)
-		}
+	if o.tlsClientCA == "" {
+		return cfg, nil
+	}
+	pool, err := pki.LoadPool(o.tlsClientCA)
+	if err != nil {
+		return nil, fmt.Errorf("-tls-client-ca: %w", err)
+	}
+	cfg.ClientCAs = pool
+	cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	if o.tlsClientAuth == "require" {
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
 }

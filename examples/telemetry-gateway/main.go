@@ -22,11 +22,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"syscall"
 
 	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/demo"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/gateway"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"go.opentelemetry.io/otel/exporters/prometheus"
@@ -34,23 +37,31 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-// run is main without the process: it returns the exit code.
-func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// run is main without the process: it serves until ctx is done and returns
+// the exit code: 0, 1 when the gateway fails to start or fails while it
+// serves (its sink failed, say), 2 for a usage error.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	o, err := parseOptions(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "telemetry-gateway:", err)
+		fmt.Fprintln(stderr, "telemetry-gateway:", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	if o.version {
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, versionLine(bi))
+		return 0
+	}
 	if o.demo {
-		if err := runDemo(ctx, stdout, stderr, o.verbose); err != nil {
+		if err := demo.Run(ctx, stdout, stderr, o.verbose); err != nil {
 			fmt.Fprintln(stderr, "demo:", err)
 			return 1
 		}
@@ -63,7 +74,23 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	return 0
 }
 
-// serve runs the gateway until ctx is done, then drains it.
+// versionLine reports the module version the binary was built from, as the
+// go command recorded it: a tag such as v0.1.0 for `go install …@v0.1.0`,
+// "(devel)" for a build from a checkout without VCS stamping.
+func versionLine(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return "telemetry-gateway (no build information)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	return fmt.Sprintf("telemetry-gateway %s (module %s, %s)", v, bi.Main.Path, bi.GoVersion)
+}
+
+// serve runs the gateway until ctx is done, then drains it. The error is the
+// first thing that went wrong: start-up, or a failure while serving (the
+// sink's), which Shutdown reports.
 func serve(ctx context.Context, o *options, logOut io.Writer) error {
 	g, log, cleanup, err := build(o, logOut)
 	if err != nil {
@@ -124,10 +151,7 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 	if err != nil {
 		return gateway.Config{}, err
 	}
-	mochiLevel, err := parseLevel(o.mochiLogLevel)
-	if err != nil {
-		return gateway.Config{}, fmt.Errorf("-mochi-log-level: %w", err)
-	}
+	mochiLevel, _ := parseLevel(o.mochiLogLevel) // checked by parseOptions
 	header := o.httpHeader
 	if o.httpTrusted.Len() == 0 {
 		header = "" // nobody is trusted to write it
@@ -138,8 +162,9 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		HTTPTrusted: o.httpTrusted, HTTPHeader: header, Masquerade: o.masquerade, Allow: o.allow,
 		TLS: tlsCfg, HandshakeTimeout: o.handshakeTimeout, ConnectTimeout: o.connectTimeout,
 		HTTPReadTimeout: o.httpReadTimeout,
-		Sink:            sink.Config{Path: o.sinkPath, Sync: o.sinkSync},
-		MaxPayload:      o.maxPayload, TopicPrefix: o.topicPrefix,
+		Sink:            sink.Config{Path: o.sinkPath, Sync: o.sinkSync, MaxDevices: o.sinkMaxDevices},
+		SinkMinFree:     uint64(o.sinkMinFree), SinkCheckInterval: o.sinkCheckInterval,
+		MaxPayload: o.maxPayload, TopicPrefix: o.topicPrefix,
 		RateLimit: o.rate, RateBurst: o.rateBurst, RateMaxWait: o.rateMaxWait,
 		KubeHealthAddr: o.kubeHealthAddr, KubeService: o.kubeService, KubeEndpoint: ep,
 		Logger: log, MochiLogLevel: mochiLevel,

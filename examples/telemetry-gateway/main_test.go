@@ -3,95 +3,33 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"os"
-	"regexp"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/lb"
+	"github.com/sourceip/sourceip/examples/internal/e2e"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/fstest"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-// TestDemo runs the demo as `go run ./telemetry-gateway -demo` does and checks
-// its table row by row.
-func TestDemo(t *testing.T) {
-	var out, logs bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := runDemo(ctx, &out, &logs, testing.Verbose()); err != nil {
-		t.Fatalf("demo failed: %v\n%s\n%s", err, out.String(), logs.String())
-	}
-	t.Log("\n" + out.String())
-	aliases := lb.CheckSource(netip.MustParseAddr("127.0.0.200")) == nil
-	ap := `127\.0\.0\.\d+:\d+`
-	rows := map[string]string{
-		"d1": `^d1 mqtt 3\.1\.1 127\.0\.0\.11:(\d+) 127\.0\.0\.200:\d+ 127\.0\.0\.11:(\d+) gateway\.demo - d1 127\.0\.0\.11 proxy-protocol no 3/3 acked$`,
-		"d2": `^d2 mqtt 5 127\.0\.0\.12:(\d+) 127\.0\.0\.200:\d+ 127\.0\.0\.12:(\d+) gateway\.demo - d2 127\.0\.0\.12 proxy-protocol no 3/3 acked$`,
-		"d3": `^d3 mqtt 5 127\.0\.0\.13:(\d+) 127\.0\.0\.200:\d+ 127\.0\.0\.13:(\d+) gateway\.demo CN=d3 d3 127\.0\.0\.13 proxy-protocol no 3/3 acked$`,
-		"d4": `^d4 mqtt 3\.1\.1 127\.0\.0\.14:(\d+) 127\.0\.0\.200:\d+ 127\.0\.0\.14:(\d+) gateway\.demo - d4 127\.0\.0\.14 proxy-protocol no 3/3 acked$`,
-		"d5": `^d5 mqtt 5 127\.0\.0\.99:(\d+) 127\.0\.0\.200:\d+ 127\.0\.0\.99:(\d+) gateway\.demo - d5 127\.0\.0\.99 proxy-protocol no refused: CONNACK 0x87$`,
-		"h6": `^h6 http 127\.0\.0\.15:\d+ 127\.0\.0\.60:\d+ - - - - 127\.0\.0\.15 x-forwarded-for no 3/3 stored$`,
-	}
-	if !aliases {
-		t.Log("no loopback aliases: checking the reduced table")
-		rows = map[string]string{}
-		for _, d := range []string{"d1", "d2", "d3", "d4"} {
-			rows[d] = `^` + d + ` mqtt .* (` + ap + `) 127\.0\.0\.1:\d+ (` + ap + `) gateway\.demo .* 127\.0\.0\.1 proxy-protocol no 3/3 acked$`
-		}
-	}
-	lines := strings.Split(out.String(), "\n")
-	space := regexp.MustCompile(`\s{2,}`)
-	found := map[string]bool{}
-	header := false
-	for _, line := range lines {
-		norm := space.ReplaceAllString(strings.TrimSpace(line), " ")
-		if strings.HasPrefix(norm, "DEVICE PROTOCOL DEVICE ADDR SOCKET PEER PROXY SOURCE TLS SNI TLS SUBJECT CLIENT ID RESOLVED CLIENT SOURCE MASQ RESULT") {
-			header = true
-		}
-		name, _, _ := strings.Cut(norm, " ")
-		re, ok := rows[name]
-		if !ok {
-			continue
-		}
-		m := regexp.MustCompile(re).FindStringSubmatch(norm)
-		if m == nil {
-			t.Errorf("row %s:\n  %s\nwant %s", name, norm, re)
-			continue
-		}
-		if len(m) == 3 && m[1] != m[2] {
-			t.Errorf("row %s: the PROXY source port %s is not the device's port %s", name, m[2], m[1])
-		}
-		found[name] = true
-	}
-	if !header {
-		t.Error("no table header")
-	}
-	for name := range rows {
-		if !found[name] {
-			t.Errorf("no row for %s", name)
-		}
-	}
-	if aliases && !strings.Contains(out.String(), "sink: 15 records (15 distinct ids, 0 duplicates)") {
-		t.Error("sink summary line missing or wrong")
-	}
-	if !strings.Contains(out.String(), "\nOK: ") {
-		t.Error("no OK line")
-	}
-}
+func noEnv(string) string { return "" }
 
 func TestHelpNamesEveryEnvironmentVariable(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := run([]string{"-help"}, func(string) string { return "" }, io.Discard, &stderr); code != 0 {
-		t.Fatalf("-help exit code %d", code)
-	}
-	for _, want := range []string{"-mqtt-addr", "[$GATEWAY_MQTT_ADDR]", "[$GATEWAY_PROXY_TRUSTED]", "[$GATEWAY_SINK_SYNC]", "-demo", "GATEWAY_"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("-help lacks %q", want)
-		}
+	require.Equal(t, 0, run(t.Context(), []string{"-help"}, noEnv, io.Discard, &stderr), "-help exit code")
+	for _, want := range []string{"-mqtt-addr", "[$GATEWAY_MQTT_ADDR]", "[$GATEWAY_PROXY_TRUSTED]", "[$GATEWAY_SINK_SYNC]", "-demo", "-version", "GATEWAY_"} {
+		assert.Contains(t, stderr.String(), want)
 	}
 }
 
@@ -101,37 +39,223 @@ func TestOptionsFromFlagsAndEnvironment(t *testing.T) {
 		"GATEWAY_HTTP_ADDR":        ":1080",
 		"GATEWAY_PROXY_TRUSTED":    "10.0.0.0/8, 192.0.2.7",
 		"GATEWAY_SINK_SYNC":        "write",
+		"GATEWAY_SINK_MIN_FREE":    "16MiB",
 		"GATEWAY_RATE":             "2.5",
 		"GATEWAY_PROXY_HEADERLESS": "allow",
 	}
 	o, err := parseOptions([]string{"-mqtt-addr", ":2883", "-allow", "loopback", "-allow", "198.51.100.0/24"},
 		func(k string) string { return env[k] }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
+	require.NoError(t, err)
+	assert.Equal(t, ":2883", o.mqttAddr, "a flag wins over the environment")
+	assert.Equal(t, ":1080", o.httpAddr)
+	assert.Equal(t, 2.5, o.rate)
+	assert.Equal(t, "write", o.sinkSync.String())
+	assert.Equal(t, "allow", o.proxyHeaderless.String())
+	assert.Equal(t, byteSize(16<<20), o.sinkMinFree)
+	assert.Equal(t, "10.0.0.0/8,192.0.2.7/32", o.proxyTrusted.String())
+	assert.Equal(t, "127.0.0.0/8,198.51.100.0/24,::1/128", o.allow.String(), "repeated -allow")
+
+	_, err = parseOptions(nil, func(k string) string {
+		return map[string]string{"GATEWAY_PROXY_TRUSTED": "10.0.0.1/8"}[k]
+	}, io.Discard)
+	assert.ErrorContains(t, err, "$GATEWAY_PROXY_TRUSTED")
+	_, err = parseOptions([]string{"-nope"}, noEnv, io.Discard)
+	assert.ErrorIs(t, err, errUsage, "unknown flag")
+}
+
+// TestUsageErrors: values that parse but make no sense are usage errors
+// (exit code 2) with a message naming the flag, or the environment variable
+// the value came from (attack trial: each of the first ones was accepted
+// without a word).
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"negative rate", []string{"-rate", "-1"}, nil, "-rate -1: want readings per second, a finite number ≥ 0"},
+		{"NaN rate", []string{"-rate", "NaN"}, nil, "-rate NaN: want readings per second"},
+		{"infinite rate", []string{"-rate", "+Inf"}, nil, "-rate +Inf: want readings per second"},
+		{"negative rate from the environment", nil, map[string]string{"GATEWAY_RATE": "-3"}, "$GATEWAY_RATE -3: want readings per second"},
+		{"negative burst", []string{"-rate-burst", "-1"}, nil, "-rate-burst -1: want at least 1 reading"},
+		{"zero burst with a rate", []string{"-rate", "5", "-rate-burst", "0"}, nil, "-rate-burst 0: want at least 1 reading"},
+		{"zero payload", []string{"-max-payload", "0"}, nil, "-max-payload 0: want 1 to"},
+		{"negative payload", []string{"-max-payload", "-5"}, nil, "-max-payload -5: want 1 to"},
+		{"negative shutdown timeout", []string{"-shutdown-timeout", "-1s"}, nil, "-shutdown-timeout -1s: want a duration > 0"},
+		{"zero handshake timeout", []string{"-tls-handshake-timeout", "0"}, nil, "-tls-handshake-timeout 0s: want a duration > 0"},
+		{"negative drain delay", []string{"-drain-delay", "-2s"}, nil, "-drain-delay -2s: want a duration ≥ 0"},
+		{"wildcard topic prefix #", []string{"-topic-prefix", "#"}, nil, `-topic-prefix "#": contains an MQTT wildcard`},
+		{"wildcard topic prefix +", []string{"-topic-prefix", "telemetry/+/"}, nil, `-topic-prefix "telemetry/+/": contains an MQTT wildcard`},
+		{"server topic prefix", []string{"-topic-prefix", "$SYS/"}, nil, `-topic-prefix "$SYS/": starts with $`},
+		{"empty topic prefix", []string{"-topic-prefix", ""}, nil, `-topic-prefix "": empty`},
+		{"NUL in topic prefix", []string{"-topic-prefix", "a\x00"}, nil, "-topic-prefix \"a\\x00\": not valid UTF-8 without U+0000"},
+		{"blank proxy-trusted", []string{"-proxy-trusted", " "}, nil, `invalid value " " for flag -proxy-trusted: " " names no address`},
+		{"blank allow", []string{"-allow", ","}, nil, `invalid value "," for flag -allow: "," names no address`},
+		{"blank proxy-trusted from the environment", nil, map[string]string{"GATEWAY_PROXY_TRUSTED": " "}, `$GATEWAY_PROXY_TRUSTED: " " names no address`},
+		{"unknown client auth", []string{"-tls-client-auth", "bogus"}, nil, `-tls-client-auth "bogus": want none, optional or require`},
+		{"required client certificates without a CA", []string{"-tls-client-auth", "require"}, nil, "-tls-client-auth require: needs -tls-client-ca"},
+		{"optional client certificates without a CA", []string{"-tls-client-auth", "optional"}, nil, "-tls-client-auth optional: needs -tls-client-ca"},
+		{"a CA for certificates never asked for", []string{"-tls-client-auth", "none", "-tls-client-ca", "ca.pem"}, nil, "-tls-client-auth none: contradicts -tls-client-ca"},
+		{"bad log level", []string{"-log-level", "loud"}, nil, `-log-level "loud": want debug, info, warn or error`},
+		{"bad sink-min-free", []string{"-sink-min-free", "lots"}, nil, `invalid value "lots" for flag -sink-min-free`},
+		{"zero sink-max-devices", []string{"-sink-max-devices", "0"}, nil, "-sink-max-devices 0: want at least 1 device"},
+		{"kube health without a service", []string{"-kube-health-addr", ":10254"}, nil, `-kube-service "": want namespace/name`},
+		{"stray argument", []string{"serve"}, nil, `unexpected arguments: ["serve"]`},
 	}
-	if o.mqttAddr != ":2883" {
-		t.Errorf("flag should win over the environment: %q", o.mqttAddr)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), tt.args, func(k string) string { return tt.env[k] }, &stdout, &stderr)
+			assert.Equal(t, 2, code, "exit code; stderr:\n%s", stderr.String())
+			assert.Contains(t, stderr.String(), tt.want)
+			assert.Empty(t, stdout.String(), "nothing started")
+		})
 	}
-	if o.httpAddr != ":1080" || o.rate != 2.5 || o.sinkSync.String() != "write" || o.proxyHeaderless.String() != "allow" {
-		t.Errorf("environment not applied: %+v", o)
-	}
-	if got := o.proxyTrusted.String(); got != "10.0.0.0/8,192.0.2.7/32" {
-		t.Errorf("proxy-trusted %q", got)
-	}
-	if got := o.allow.String(); got != "127.0.0.0/8,198.51.100.0/24,::1/128" {
-		t.Errorf("repeated -allow %q", got)
-	}
-	if _, err := parseOptions(nil, func(k string) string {
-		if k == "GATEWAY_PROXY_TRUSTED" {
-			return "10.0.0.1/8"
+}
+
+// TestVersion: -version prints the module version from the build
+// information and exits 0.
+func TestVersion(t *testing.T) {
+	var stdout bytes.Buffer
+	require.Equal(t, 0, run(t.Context(), []string{"-version"}, noEnv, &stdout, io.Discard))
+	assert.Regexp(t, `^telemetry-gateway \S+ \(module github\.com/sourceip/sourceip/examples, go1\.\d+`, stdout.String())
+}
+
+// logLines collects the JSON log lines the command writes and lets a test
+// wait for one.
+type logLines struct {
+	mu    sync.Mutex
+	lines []map[string]any
+	raw   bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.raw.Write(p)
+	for _, line := range bytes.Split(bytes.TrimSpace(p), []byte("\n")) {
+		var m map[string]any
+		if json.Unmarshal(line, &m) == nil {
+			l.lines = append(l.lines, m)
 		}
-		return ""
-	}, io.Discard); err == nil || !strings.Contains(err.Error(), "$GATEWAY_PROXY_TRUSTED") {
-		t.Errorf("bad environment value: %v", err)
 	}
-	if _, err := parseOptions([]string{"-nope"}, func(string) string { return "" }, io.Discard); err == nil || err == flag.ErrHelp {
-		t.Errorf("unknown flag: %v", err)
+	return len(p), nil
+}
+
+// field waits for the first line with msg and returns its field key.
+func (l *logLines) field(t *testing.T, msg, key string) string {
+	t.Helper()
+	var v string
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, m := range l.lines {
+			if m["msg"] == msg {
+				v = fmt.Sprint(m[key])
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond, "no %q line in:\n%s", msg, &l.raw)
+	return v
+}
+
+// serveCommand runs the command with args (and loopback listeners on port 0)
+// until the returned stop is called, which returns the exit code.
+func serveCommand(t *testing.T, args ...string) (logs *logLines, stop func() int) {
+	t.Helper()
+	logs = new(logLines)
+	ctx, cancel := context.WithCancel(t.Context())
+	code := make(chan int, 1)
+	args = append([]string{"-mqtt-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0", "-shutdown-timeout", "10s"}, args...)
+	go func() { code <- run(ctx, args, noEnv, logs, logs) }()
+	t.Cleanup(cancel)
+	return logs, func() int {
+		cancel()
+		select {
+		case c := <-code:
+			return c
+		case <-time.After(15 * time.Second):
+			require.FailNow(t, "the command did not stop")
+			return -1
+		}
 	}
+}
+
+// TestMTLSFailsClosed reproduces the attack trial's mTLS finding with the
+// real mosquitto_pub: -tls-client-auth require without -tls-client-ca
+// started a gateway that checked no client certificate, and a device
+// without one published. Now that configuration does not start, and with the
+// CA a device without a certificate is refused while one with a certificate
+// the CA issued publishes.
+func TestMTLSFailsClosed(t *testing.T) {
+	mosq := e2e.Require(t, "mosquitto_pub")[0]
+	dir := t.TempDir()
+	var stderr bytes.Buffer
+	code := run(t.Context(), []string{"-mqtt-addr", "127.0.0.1:0", "-http-addr", "", "-admin-addr", "", "-sink", filepath.Join(dir, "open.jsonl"),
+		"-tls-client-auth", "require", "-tls-self-signed-out", filepath.Join(dir, "srv.pem")}, noEnv, io.Discard, &stderr)
+	require.Equal(t, 2, code, "-tls-client-auth require without -tls-client-ca; stderr:\n%s", stderr.String())
+	assert.Contains(t, stderr.String(), "needs -tls-client-ca")
+	assert.NoFileExists(t, filepath.Join(dir, "open.jsonl"), "nothing started")
+
+	ca, err := pki.NewCA("devices")
+	require.NoError(t, err)
+	srv, err := ca.Server("127.0.0.1")
+	require.NoError(t, err)
+	x1, err := ca.Client("x1")
+	require.NoError(t, err)
+	files := map[string]string{}
+	for _, name := range []string{"ca.crt", "srv.crt", "srv.key", "x1.crt", "x1.key"} {
+		files[name] = filepath.Join(dir, name)
+	}
+	require.NoError(t, os.WriteFile(files["ca.crt"], ca.PEM(), 0o644))
+	require.NoError(t, pki.WriteFiles(srv, files["srv.crt"], files["srv.key"]))
+	require.NoError(t, pki.WriteFiles(x1, files["x1.crt"], files["x1.key"]))
+	sinkPath := filepath.Join(dir, "t.jsonl")
+	logs, stop := serveCommand(t, "-sink", sinkPath, "-tls-cert", files["srv.crt"], "-tls-key", files["srv.key"],
+		"-tls-client-ca", files["ca.crt"], "-tls-client-auth", "require")
+	mqttAddr := logs.field(t, "gateway started", "mqtt")
+	_, port, _ := strings.Cut(mqttAddr, ":")
+	publish := func(seq int, cert ...string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		args := append([]string{"-h", "127.0.0.1", "-p", port, "--cafile", files["ca.crt"], "-q", "1", "-t", "telemetry/x1", "-i", "x1", "-d",
+			"-m", fmt.Sprintf(`{"device":"x1","seq":%d}`, seq)}, cert...)
+		return exec.CommandContext(ctx, mosq, args...).CombinedOutput()
+	}
+	out, err := publish(1)
+	assert.Error(t, err, "a device without a client certificate published:\n%s", out)
+	assert.NotContains(t, string(out), "received PUBACK")
+	out, err = publish(2, "--cert", files["x1.crt"], "--key", files["x1.key"])
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "received PUBACK")
+
+	require.Equal(t, 0, stop(), "exit code; log:\n%s", &logs.raw)
+	sum, err := sink.SummarizeFile(sinkPath)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"x1/2": 1}, sum.Count, "only the device with a certificate is in the sink")
+}
+
+// TestSinkFailureExitsNonZero: when the sink failed while the gateway
+// served (its file system filled up), the command logs the failure at
+// shutdown and exits 1 (attack trial: it logged "error":null and exited 0).
+func TestSinkFailureExitsNonZero(t *testing.T) {
+	dir := fstest.Small(t, 1<<20)
+	logs, stop := serveCommand(t, "-sink", filepath.Join(dir, "t.jsonl"), "-sink-min-free", "0", "-sink-sync", "write")
+	url := "http://" + logs.field(t, "gateway started", "http") + "/v1/telemetry"
+	fstest.Fill(t, dir)
+	status := 0
+	for seq := 0; seq < 1000 && status != http.StatusServiceUnavailable; seq++ { // the last page may have room for a few
+		resp, err := http.Post(url, "application/json", strings.NewReader(fmt.Sprintf(`{"device":"f1","seq":%d}`, seq)))
+		require.NoError(t, err)
+		resp.Body.Close()
+		status = resp.StatusCode
+	}
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	require.Equal(t, 1, stop(), "exit code; log:\n%s", &logs.raw)
+	assert.Contains(t, logs.field(t, "gateway stopped with an error", "error"), "no space left on device")
+	assert.Contains(t, logs.raw.String(), "telemetry-gateway: sink: failed; refusing records")
 }
 
 // TestServeWiring builds the gateway as the command does and checks that
@@ -139,40 +263,24 @@ func TestOptionsFromFlagsAndEnvironment(t *testing.T) {
 func TestServeWiring(t *testing.T) {
 	dir := t.TempDir()
 	o, err := parseOptions([]string{"-mqtt-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-admin-addr", "127.0.0.1:0",
-		"-sink", dir + "/t.jsonl", "-tls-self-signed-out", dir + "/cert.pem", "-log-level", "error"}, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+		"-sink", dir + "/t.jsonl", "-tls-self-signed-out", dir + "/cert.pem", "-log-level", "error"}, noEnv, io.Discard)
+	require.NoError(t, err)
 	g, _, cleanup, err := build(o, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer cleanup()
-	if err := g.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.Start())
 	defer g.Shutdown(context.Background(), 0)
 	resp, err := http.Post("http://"+g.HTTPAddr()+"/v1/telemetry", "application/json", strings.NewReader(`{"device":"w1","seq":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("ingest: %s", resp.Status)
-	}
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "ingest")
 	resp, err = http.Get("http://" + g.AdminAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{"sourceip_resolutions_total{", `sourceip_outcome="resolved"`, `sourceip_source="socket"`,
 		`gateway_messages_total{`, `outcome="accepted",protocol="http"`, "go_goroutines"} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
+		assert.Contains(t, string(body), want)
 	}
-	if _, err := os.Stat(dir + "/cert.pem"); err != nil {
-		t.Errorf("-tls-self-signed-out: %v", err)
-	}
+	assert.FileExists(t, dir+"/cert.pem", "-tls-self-signed-out")
 }

@@ -17,7 +17,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,105 +31,13 @@ import (
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/limiter"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/reading"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/sourceip/sourceip/middleware"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/sourceip/sourceip/trafficpolicy"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 )
-
-// Config configures a Gateway. Addresses are host:port; port 0 picks one.
-type Config struct {
-	// MQTTAddr is the MQTT-over-TLS listener. Required.
-	MQTTAddr string
-	// HTTPAddr is the HTTP ingest listener; "" disables HTTP ingest.
-	HTTPAddr string
-	// AdminAddr serves /livez, /readyz and /metrics; "" disables it.
-	AdminAddr string
-
-	// ProxyTrusted are the load balancers that must send a PROXY header;
-	// a header from anyone else is refused. Empty: no header is accepted and
-	// every client is its socket peer.
-	ProxyTrusted clientip.PrefixSet
-	// ProxyHeaderless lets trusted load balancers connect without a header
-	// (TCP health checks); such connections never name a client and are
-	// refused at CONNECT.
-	ProxyHeaderless proxyproto.HeaderlessPolicy
-	// ProxyHeaderTimeout bounds the PROXY header read; zero is proxyproto's
-	// default.
-	ProxyHeaderTimeout time.Duration
-
-	// HTTPTrusted and HTTPHeader are the trusted-proxy chain for HTTP ingest
-	// (the ingress controllers and the header they append).
-	HTTPTrusted clientip.PrefixSet
-	HTTPHeader  string
-	// Masquerade are node addresses that stand in for clients
-	// (externalTrafficPolicy: Cluster).
-	Masquerade clientip.PrefixSet
-	// Allow, when not empty, admits only clients resolved inside it, on both
-	// MQTT and HTTP; masqueraded and unresolved clients are then refused too.
-	Allow clientip.PrefixSet
-
-	// TLS is the MQTT server's TLS configuration. Required.
-	TLS *tls.Config
-	// HandshakeTimeout and ConnectTimeout bound the TLS handshake and the
-	// wait for CONNECT; zero means the chain package's defaults.
-	HandshakeTimeout, ConnectTimeout time.Duration
-	// HTTPReadTimeout bounds reading one HTTP ingest request, headers and
-	// body, so that a client trickling its body cannot hold a connection and
-	// its goroutine; zero means 30 seconds.
-	HTTPReadTimeout time.Duration
-
-	// Sink configures the durable sink (Path is required); New opens it and
-	// Shutdown closes it.
-	Sink sink.Config
-	// MaxPayload bounds a reading; zero means reading.DefaultMaxBytes.
-	MaxPayload int
-	// TopicPrefix is the topic space devices may publish to; "" means
-	// "telemetry/".
-	TopicPrefix string
-
-	// RateLimit is the readings per second one client may send (0: no
-	// limit), RateBurst the bucket size, and RateMaxWait how long a
-	// publisher is slowed down before it is refused.
-	RateLimit   float64
-	RateBurst   int
-	RateMaxWait time.Duration
-
-	// MasqueradeWarnEvery is how often the warning about one masquerading
-	// node is repeated; zero means a minute.
-	MasqueradeWarnEvery time.Duration
-
-	// KubeHealthAddr, when set, serves a kube-proxy-compatible health check
-	// (trafficpolicy.HealthServer) for node-local deployments, accepting an
-	// optional PROXY header; KubeService is its "namespace/name" and
-	// KubeEndpoint the endpoint it reports ready (zero: the MQTT address).
-	KubeHealthAddr string
-	KubeService    string
-	KubeEndpoint   netip.AddrPort
-
-	// Logger receives the gateway's lines; nil means slog.Default().
-	Logger *slog.Logger
-	// MochiLogLevel is the lowest level of mochi's own lines that is passed
-	// on; the gateway logs every event that matters itself. Zero is Info;
-	// use slog.LevelError+1 to silence mochi.
-	MochiLogLevel slog.Level
-	// MeterProvider receives the gateway's metrics; nil means none.
-	MeterProvider metric.MeterProvider
-	// Metrics, when set, is served on /metrics of the admin server.
-	Metrics http.Handler
-	// Observer is told of every resolution and refusal, for MQTT and HTTP
-	// (the middleware's Observer; otelsourceip implements it), and of every
-	// connection the PROXY listener refuses when it also has a method
-	// ObserveProxyRejection(proxyproto.Rejection).
-	Observer middleware.Observer
-	// OnConnection, when set, is called with every MQTT connection's record
-	// after its log line (accepted or refused); OnFailure with every
-	// connection that failed before CONNECT. For the demo and tests.
-	OnConnection func(Connection)
-	OnFailure    func(chain.Failure)
-}
 
 // Gateway is a running telemetry gateway.
 type Gateway struct {
@@ -143,6 +50,7 @@ type Gateway struct {
 	buckets *limiter.Buckets
 	masq    *masqWarner
 	sink    *sink.Sink
+	disk    *diskWatch // nil: free space not checked
 
 	srv       *mqtt.Server
 	srvClose  func()
@@ -166,8 +74,8 @@ type Gateway struct {
 
 // New validates cfg and builds a Gateway; Start binds and serves.
 func New(cfg Config) (*Gateway, error) {
-	if cfg.MQTTAddr == "" || cfg.TLS == nil || cfg.Sink.Path == "" {
-		return nil, errors.New("gateway: MQTTAddr, TLS and Sink.Path are required")
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	if cfg.TopicPrefix == "" {
 		cfg.TopicPrefix = "telemetry/"
@@ -180,6 +88,15 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if cfg.MeterProvider == nil {
 		cfg.MeterProvider = noop.NewMeterProvider()
+	}
+	if cfg.MaxPayload == 0 {
+		cfg.MaxPayload = reading.DefaultMaxBytes
+	}
+	if cfg.Sink.MaxLineBytes == 0 {
+		cfg.Sink.MaxLineBytes = sink.LineBytesFor(cfg.MaxPayload)
+	}
+	if cfg.SinkCheckInterval == 0 {
+		cfg.SinkCheckInterval = DefaultSinkCheckInterval
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger}
 	var err error
@@ -212,10 +129,24 @@ func New(cfg Config) (*Gateway, error) {
 		sc.OnCommit = g.met.onCommit
 	}
 	if g.sink, err = sink.Open(sc); err != nil {
-		return nil, fmt.Errorf("gateway: sink: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err) // it says "sink: …"
 	}
-	if st := g.sink.Stats(); st.TornBytes > 0 {
+	st := g.sink.Stats()
+	if st.TornBytes > 0 {
 		g.log.Warn("sink: cut a torn last line left by a crash (it was never acknowledged)", "path", sc.Path, "bytes", st.TornBytes)
+	}
+	if st.Corrupt > 0 {
+		g.log.Warn("sink: complete lines that are not records were kept as they are; they count for no device",
+			"path", sc.Path, "lines", st.Corrupt, "first_at_byte", st.FirstCorruptAt, "records", st.Existing)
+	}
+	if cfg.SinkMinFree > 0 {
+		g.disk = newDiskWatch(sc.Path, cfg.SinkMinFree, cfg.FreeSpace, g.log)
+		if _, err := g.disk.free(sc.Path); errors.Is(err, errNoStatfs) {
+			g.log.Warn("sink: free space cannot be measured on this system; readiness does not check it", "path", sc.Path)
+			g.disk = nil
+		} else {
+			g.disk.check()
+		}
 	}
 	return g, nil
 }
@@ -249,6 +180,9 @@ func (g *Gateway) Start() error {
 		}
 	}
 	g.started.Store(true)
+	if g.disk != nil {
+		go g.disk.run(g.cfg.SinkCheckInterval)
+	}
 	if g.endpoints != nil {
 		g.endpoints.Set(g.kubeEP, trafficpolicy.EndpointReady)
 	}
@@ -333,7 +267,8 @@ func addrOf(l net.Listener) string {
 }
 
 // Ready returns nil when the gateway should get new connections: started,
-// not draining, and the sink accepting records.
+// not draining, the sink accepting records, and (with SinkMinFree) its file
+// system not low on space.
 func (g *Gateway) Ready() error {
 	switch {
 	case !g.started.Load():
@@ -343,6 +278,9 @@ func (g *Gateway) Ready() error {
 	}
 	if err := g.sink.Healthy(); err != nil {
 		return fmt.Errorf("sink: %w", err)
+	}
+	if g.disk != nil {
+		return g.disk.err()
 	}
 	return nil
 }
@@ -354,7 +292,9 @@ func (g *Gateway) Ready() error {
 // accepted, and closes the sink. Readings that were being written when their
 // client was disconnected are on disk but unacknowledged; the device sends
 // them again and the sink recognises them. Shutdown returns when ctx is done
-// at the latest.
+// at the latest. Its error includes a sink that failed while the gateway
+// served (it refused every reading since), so that the process exits
+// non-zero.
 func (g *Gateway) Shutdown(ctx context.Context, drainDelay time.Duration) error {
 	var err error
 	g.shutdown.Do(func() {
@@ -371,7 +311,12 @@ func (g *Gateway) Shutdown(ctx context.Context, drainDelay time.Duration) error 
 		}
 		err = g.stopAll(ctx)
 		st := g.sink.Stats()
-		g.log.Info("gateway stopped", "records", st.Records, "duplicates", st.Duplicates, "batches", st.Batches, "error", err)
+		attrs := []slog.Attr{slog.Uint64("records", st.Records), slog.Uint64("duplicates", st.Duplicates), slog.Uint64("batches", st.Batches)}
+		if err != nil {
+			g.log.LogAttrs(ctx, slog.LevelError, "gateway stopped with an error", append(attrs, slog.String("error", err.Error()))...)
+		} else {
+			g.log.LogAttrs(ctx, slog.LevelInfo, "gateway stopped", attrs...)
+		}
 	})
 	return err
 }
@@ -388,8 +333,11 @@ func (g *Gateway) stopAll(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("MQTT shutdown: %w", ctx.Err()))
 	}
+	if g.disk != nil && g.started.Load() {
+		g.disk.close()
+	}
 	if err := g.sink.Close(); err != nil && !errors.Is(err, sink.ErrClosed) {
-		errs = append(errs, fmt.Errorf("sink: %w", err))
+		errs = append(errs, err) // it says "sink: …"
 	}
 	if g.kubeSrv != nil {
 		errs = append(errs, g.kubeSrv.Close())

@@ -54,8 +54,8 @@ func TestHAProxyMosquitto(t *testing.T) {
 				t.Fatalf("mosquitto_pub: %v\n%s", err, out)
 			}
 			want := map[string]string{
-				"msg": "mqtt connection", "client_id": tt.id, "client": tt.from, "client_source": "proxy-protocol",
-				"socket_peer": "127.0.0.200:*", "proxy": "v2 proxy", "proxy_source": tt.from + ":*", "proxy_destination": front,
+				"msg": "mqtt connection", "client_id": tt.id, "clientip.client": tt.from, "clientip.source": "proxy-protocol",
+				"clientip.peer": "127.0.0.200:*", "proxy_header": "v2 proxy", "clientip.proxy": tt.from + ":*", "proxy_destination": front,
 				"tls_sni": "127.0.0.1", // libmosquitto sends the IP literal as SNI
 				"outcome": map[bool]string{false: "accepted", true: "refused"}[tt.refused],
 			}

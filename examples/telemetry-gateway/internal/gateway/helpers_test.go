@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +19,11 @@ import (
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // lbAddr is the address test load balancers connect from.
@@ -48,10 +54,12 @@ func (l *logs) Write(p []byte) (int, error) {
 }
 
 // match reports whether line has every field of want (values compared as
-// strings; a want value ending in "*" is a prefix).
+// strings; a want value ending in "*" is a prefix). A key "a.b" names field
+// b of group a, as slog's JSON handler nests groups such as the "clientip"
+// group of middleware.Attrs.
 func match(line map[string]any, want map[string]string) bool {
 	for k, v := range want {
-		got, ok := line[k]
+		got, ok := field(line, k)
 		if !ok {
 			return false
 		}
@@ -65,6 +73,20 @@ func match(line map[string]any, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// field returns the value of key in line, looking into groups for "a.b".
+func field(line map[string]any, key string) (any, bool) {
+	group, rest, nested := strings.Cut(key, ".")
+	if !nested {
+		v, ok := line[key]
+		return v, ok
+	}
+	m, ok := line[group].(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	return field(m, rest)
 }
 
 // wait returns the first line matching want, waiting up to d.
@@ -86,7 +108,7 @@ func (l *logs) wait(t *testing.T, d time.Duration, want map[string]string) map[s
 		case <-deadline:
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			t.Fatalf("no log line matching %v within %v; log:\n%s", want, d, l.raw.String())
+			require.FailNow(t, "no matching log line", "want %v within %v; log:\n%s", want, d, l.raw.String())
 			return nil
 		}
 	}
@@ -104,13 +126,9 @@ type env struct {
 func start(t *testing.T, mutate func(*Config)) *env {
 	t.Helper()
 	ca, err := pki.NewCA("test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cert, err := ca.Server("gateway.test", "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e := &env{logs: newLogs(), ca: ca, sink: filepath.Join(t.TempDir(), "telemetry.jsonl")}
 	cfg := Config{
 		MQTTAddr:     "127.0.0.1:0",
@@ -125,18 +143,13 @@ func start(t *testing.T, mutate func(*Config)) *env {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	if e.g, err = New(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.g.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e.g, err = New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, e.g.Start())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := e.g.Shutdown(ctx, 0); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
+		assert.NoError(t, e.g.Shutdown(ctx, 0), "Shutdown")
 	})
 	return e
 }
@@ -155,29 +168,57 @@ func (e *env) device(id string, version byte, proxy uint8, src string) device.Co
 func (e *env) summary(t *testing.T) sink.Summary {
 	t.Helper()
 	s, err := sink.SummarizeFile(e.sink)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return s
 }
 
 // records reads the sink's records.
 func (e *env) records(t *testing.T) []sink.Record {
 	t.Helper()
-	b, err := readFile(e.sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []sink.Record
-	for _, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		var r sink.Record
-		if err := json.Unmarshal(line, &r); err != nil {
-			t.Fatalf("sink line %q: %v", line, err)
-		}
-		out = append(out, r)
-	}
+	f, err := os.Open(e.sink)
+	require.NoError(t, err)
+	defer f.Close()
+	out, err := sink.ReadAll(f)
+	require.NoError(t, err)
 	return out
+}
+
+// count returns how many lines match want.
+func (l *logs) count(want map[string]string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if match(line, want) {
+			n++
+		}
+	}
+	return n
+}
+
+// counter returns the sum of the data points of the Int64 counter name whose
+// attributes include attrs.
+func counter(t *testing.T, r *sdkmetric.ManualReader, name string, attrs map[string]string) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, r.Collect(context.Background(), &rm))
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				ok := true
+				for k, v := range attrs {
+					got, found := dp.Attributes.Value(attribute.Key(k))
+					ok = ok && found && got.AsString() == v
+				}
+				if ok {
+					n += dp.Value
+				}
+			}
+		}
+	}
+	return n
 }

@@ -35,6 +35,7 @@ type reqLog struct {
 	id       string
 	dup      bool
 	problem  string
+	canceled bool // the client went away while the handler waited
 }
 
 type reqLogKey struct{}
@@ -66,19 +67,25 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// accessLog writes one line per request with every layer the resolver saw.
+// accessLog writes one line per request: the request, clientip's Result as
+// the middleware renders it (client, source, hop, socket peer…), the
+// decision, and what became of the reading.
 func (g *Gateway) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		l := new(reqLog)
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), reqLogKey{}, l)))
-		as := make([]slog.Attr, 0, 20)
-		as = append(as, slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", sw.status),
-			slog.Duration("duration", time.Since(start)), slog.String("socket_peer", r.RemoteAddr))
+		var as []slog.Attr
 		if l.resolved {
-			as = appendResult(as, l.res, l.resErr, l.err)
+			decision := l.resErr
+			if l.err != nil {
+				decision = l.err
+			}
+			as = middleware.Attrs(l.res, decision)
 		}
+		as = append(as, slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", sw.status),
+			slog.Duration("duration", time.Since(start)))
 		if l.device != "" {
 			as = append(as, slog.String("device", l.device))
 		}
@@ -86,7 +93,10 @@ func (g *Gateway) accessLog(next http.Handler) http.Handler {
 			as = append(as, slog.String("id", l.id), slog.Bool("duplicate", l.dup))
 		}
 		if l.problem != "" {
-			as = append(as, slog.String("error", l.problem))
+			as = append(as, slog.String("problem", l.problem))
+		}
+		if l.canceled {
+			as = append(as, slog.Bool("canceled", true))
 		}
 		level := slog.LevelInfo
 		if sw.status >= 400 || l.res.Masqueraded {
@@ -96,19 +106,30 @@ func (g *Gateway) accessLog(next http.Handler) http.Handler {
 	})
 }
 
-// captureResult copies the middleware's Result into the request's log line
-// and warns about masqueraded clients.
-func (g *Gateway) captureResult(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		l := logOf(r)
-		l.res, l.resolved = clientip.FromContext(r.Context())
-		if l.res.Masqueraded {
-			l.resErr = clientip.ErrMasqueraded
-			g.masq.warn(l.res.Client, "http")
-			g.met.masqueraded(r.Context(), "http")
-		}
-		next.ServeHTTP(w, r)
-	})
+// resolveObserver is the HTTP resolve middleware's Observer: it records
+// each request's Result and error, as the resolver returned them, for the
+// request's log line, warns about masqueraded clients, and passes the
+// observation on to the configured Observer.
+type resolveObserver struct{ g *Gateway }
+
+func (o resolveObserver) ObserveResolve(ctx context.Context, res clientip.Result, err error) {
+	g := o.g
+	if l, ok := ctx.Value(reqLogKey{}).(*reqLog); ok {
+		l.res, l.resErr, l.resolved = res, err, true
+	}
+	if res.Masqueraded {
+		g.masq.warn(res.Client, "http")
+		g.met.masqueraded(ctx, "http")
+	}
+	if g.cfg.Observer != nil {
+		g.cfg.Observer.ObserveResolve(ctx, res, err)
+	}
+}
+
+func (o resolveObserver) ObserveDeny(ctx context.Context, res clientip.Result, err error) {
+	if o.g.cfg.Observer != nil {
+		o.g.cfg.Observer.ObserveDeny(ctx, res, err)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -126,10 +147,8 @@ func (g *Gateway) httpError(w http.ResponseWriter, r *http.Request, code int, ms
 func (g *Gateway) router() (http.Handler, error) {
 	resolve, err := middleware.New(middleware.Config{
 		Resolver: g.httpRes,
-		Observer: g.cfg.Observer,
-		OnError: func(w http.ResponseWriter, r *http.Request, res clientip.Result, err error) {
-			l := logOf(r)
-			l.res, l.resErr, l.resolved = res, err, true
+		Observer: resolveObserver{g},
+		OnError: func(w http.ResponseWriter, r *http.Request, _ clientip.Result, err error) {
 			g.httpError(w, r, http.StatusBadRequest, "cannot tell who the client is: "+middleware.OutcomeOf(err).String())
 		},
 	})
@@ -137,7 +156,7 @@ func (g *Gateway) router() (http.Handler, error) {
 		return nil, err
 	}
 	r := chi.NewRouter()
-	r.Use(g.accessLog, resolve, g.captureResult)
+	r.Use(g.accessLog, resolve)
 	if g.allow != nil {
 		sr, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{
 			Allow:    g.cfg.Allow,
@@ -215,22 +234,23 @@ func (g *Gateway) ingest(w http.ResponseWriter, r *http.Request) {
 		g.httpError(w, r, http.StatusTooManyRequests, "rate limit exceeded")
 		return
 	}
-	prov := sink.Provenance{Source: res.Source.String(), Masqueraded: res.Masqueraded, Header: res.Header}
-	if res.Client.IsValid() {
-		prov.Client = res.Client.String()
-	}
-	if res.Via.IsValid() {
-		prov.Via = res.Via.String()
-	}
-	if res.Peer.IsValid() {
-		prov.Peer = res.Peer.String()
-	}
-	if res.Proxy.IsValid() {
-		prov.ProxySource = res.Proxy.String()
-	}
-	rec := &sink.Record{ID: rd.Key(), Device: rd.Device, Seq: rd.Seq, Received: time.Now().UTC(), Protocol: "http", Payload: rd.Compact, Provenance: prov}
+	rec := &sink.Record{ID: rd.Key(), Device: rd.Device, Seq: rd.Seq, Received: time.Now().UTC(), Protocol: "http", Payload: rd.Compact, Provenance: provenance(res)}
 	out, err := g.sink.Append(ctx, rec)
-	if err != nil {
+	switch {
+	case err == nil:
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		// The client hung up while its reading waited for the group
+		// commit: not a failure of the sink, and the reading may well be
+		// written (a retry is recognised as a duplicate).
+		g.met.message(context.WithoutCancel(ctx), "http", "canceled")
+		l.canceled = true
+		l.problem = "the client went away while its reading waited for the sink; the reading may still be written"
+		return
+	case errors.Is(err, sink.ErrTooLarge):
+		g.met.message(ctx, "http", "invalid")
+		g.httpError(w, r, http.StatusRequestEntityTooLarge, err.Error())
+		return
+	default:
 		g.met.message(ctx, "http", "sink_error")
 		g.log.Error("sink append failed", "id", rec.ID, "error", err)
 		g.httpError(w, r, http.StatusServiceUnavailable, "the reading could not be stored; retry")
@@ -250,7 +270,7 @@ func (g *Gateway) ingest(w http.ResponseWriter, r *http.Request) {
 // whoami answers with what the gateway sees of the caller, layer by layer.
 func (g *Gateway) whoami(w http.ResponseWriter, r *http.Request) {
 	res := logOf(r).res
-	out := map[string]any{"socket_peer": r.RemoteAddr, "client_source": res.Source.String(), "masqueraded": res.Masqueraded}
+	out := map[string]any{"socket_peer": res.Peer.String(), "client_source": res.Source.String(), "masqueraded": res.Masqueraded}
 	if res.Client.IsValid() {
 		out["client"] = res.Client.String()
 	}

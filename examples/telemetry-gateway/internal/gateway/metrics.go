@@ -39,7 +39,7 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 		return nil, err
 	}
 	if in.msgs, err = m.Int64Counter("gateway.messages",
-		metric.WithDescription("Telemetry readings by protocol and outcome: accepted, duplicate, invalid, refused, rate_limited, sink_error"),
+		metric.WithDescription("Telemetry readings by protocol and outcome: accepted, duplicate, invalid, refused, rate_limited, canceled (the client went away while its reading waited for the sink; it may be written), sink_error"),
 		metric.WithUnit("{message}")); err != nil {
 		return nil, err
 	}

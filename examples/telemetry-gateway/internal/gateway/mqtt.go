@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,100 +29,103 @@ type Connection struct {
 	Conn        uint64 // the listener's connection number
 	ClientID    string
 	MQTTVersion byte // 4 (3.1.1) or 5
-	// Facts are the socket and PROXY layers.
-	Facts proxyproto.Facts
+	// Result and ResolveErr are clientip's answer, resolved once when the
+	// connection was accepted. Result.Peer is the socket peer and
+	// Result.Proxy the PROXY header's source: the only place the gateway
+	// reads a connection's addresses from.
+	Result     clientip.Result
+	ResolveErr error
+	// Header is the PROXY header's version, command and destination, which
+	// the Result does not carry; its zero value means no header.
+	Header ProxyHeader
 	// ServerName, TLSVersion and Subject are the TLS layer.
 	ServerName string
 	TLSVersion uint16
 	Subject    string
-	// Result and ResolveErr are clientip's answer.
-	Result     clientip.Result
-	ResolveErr error
-	// Refused is nil for an accepted connection, else why it was refused;
-	// ConnAck is the CONNACK code sent then.
+	// Refused is nil for an accepted connection, else why it was refused
+	// (see middleware.OutcomeOf); ConnAck is the CONNACK code sent then.
 	Refused error
 	ConnAck byte
 }
 
-// attrs returns the connection's log fields: one flat field per layer.
+// ProxyHeader is what a PROXY header says beyond the client's address.
+type ProxyHeader struct {
+	Version     uint8 // 1 or 2; 0 without a header
+	Command     proxyproto.Command
+	Destination netip.AddrPort // the address the client connected to (PROXY command only)
+}
+
+func headerOf(f proxyproto.Facts) ProxyHeader {
+	return ProxyHeader{Version: f.Version, Command: f.Command, Destination: f.Destination}
+}
+
+// attrs returns the header's log fields: "proxy_header" ("v2 proxy", "v1 local",
+// "none") and, for a PROXY command, "proxy_destination".
+func (h ProxyHeader) attrs() []slog.Attr {
+	if h.Version == 0 {
+		return []slog.Attr{slog.String("proxy_header", "none")}
+	}
+	as := []slog.Attr{slog.String("proxy_header", fmt.Sprintf("v%d %s", h.Version, h.Command))}
+	if h.Command == proxyproto.CommandProxy {
+		as = append(as, slog.String("proxy_destination", h.Destination.String()))
+	}
+	return as
+}
+
+// decision is the error the connection's line reports: the refusal, else
+// clientip's (a masqueraded client is admitted with it).
+func (c *Connection) decision() error {
+	if c.Refused != nil {
+		return c.Refused
+	}
+	return c.ResolveErr
+}
+
+// attrs returns the connection's own log fields; middleware.Log adds the
+// decision and clientip's Result (client, source, socket peer, PROXY source).
 func (c *Connection) attrs() []slog.Attr {
-	as := make([]slog.Attr, 0, 20)
+	as := make([]slog.Attr, 0, 12)
 	as = append(as, slog.Uint64("conn", c.Conn), slog.String("client_id", c.ClientID), slog.Int("mqtt_version", int(c.MQTTVersion)))
-	as = appendLayers(as, c.Facts)
+	as = append(as, c.Header.attrs()...)
 	if c.TLSVersion != 0 {
 		as = append(as, slog.String("tls_version", tls.VersionName(c.TLSVersion)))
 	}
 	as = append(as, slog.String("tls_sni", c.ServerName), slog.String("tls_subject", c.Subject))
-	as = appendResult(as, c.Result, c.ResolveErr, c.Refused)
 	if c.Refused != nil {
-		as = append(as, slog.String("outcome", "refused"), slog.String("reason", c.Refused.Error()), slog.String("connack", fmt.Sprintf("0x%02x", c.ConnAck)))
+		as = append(as, slog.String("outcome", "refused"), slog.String("connack", fmt.Sprintf("0x%02x", c.ConnAck)))
 	} else {
 		as = append(as, slog.String("outcome", "accepted"))
 	}
 	return as
 }
 
-// appendLayers adds the socket and PROXY layers.
-func appendLayers(as []slog.Attr, f proxyproto.Facts) []slog.Attr {
-	if f.Peer.IsValid() {
-		as = append(as, slog.String("socket_peer", f.Peer.String()))
-	}
-	if f.Command == proxyproto.CommandNone {
-		return append(as, slog.String("proxy", "none"))
-	}
-	as = append(as, slog.String("proxy", fmt.Sprintf("v%d %s", f.Version, f.Command)))
-	if f.Command == proxyproto.CommandProxy {
-		as = append(as, slog.String("proxy_source", f.Source.String()), slog.String("proxy_destination", f.Destination.String()))
-	}
-	return as
-}
-
-// appendResult adds clientip's answer: the client, the layer it came from,
-// the hop that reported it, the masquerade flag, and the decision: the
-// outcome of the policy error when there is one, else of the resolution.
-func appendResult(as []slog.Attr, res clientip.Result, err, policy error) []slog.Attr {
+// provenance returns what res says about a reading's sender, for its sink
+// record: the client, where it came from, the hop that reported it, the
+// socket peer and the PROXY source. Each protocol adds its own layers.
+func provenance(res clientip.Result) sink.Provenance {
+	p := sink.Provenance{Source: res.Source.String(), Masqueraded: res.Masqueraded, Header: res.Header}
 	if res.Client.IsValid() {
-		as = append(as, slog.String("client", res.Client.String()))
+		p.Client = res.Client.String()
 	}
-	as = append(as, slog.String("client_source", res.Source.String()))
 	if res.Via.IsValid() {
-		as = append(as, slog.String("client_via", res.Via.String()))
+		p.Via = res.Via.String()
 	}
-	if res.Header != "" {
-		as = append(as, slog.String("client_header", res.Header))
+	if res.Peer.IsValid() {
+		p.Peer = res.Peer.String()
 	}
-	decision := err
-	if policy != nil {
-		decision = policy
+	if res.Proxy.IsValid() {
+		p.ProxySource = res.Proxy.String()
 	}
-	as = append(as, slog.Bool("masqueraded", res.Masqueraded), slog.String("decision", middleware.OutcomeOf(decision).String()))
-	if err != nil {
-		as = append(as, slog.String("resolve_error", err.Error()))
-	}
-	return as
+	return p
 }
 
-func provenance(c *Connection) sink.Provenance {
-	p := sink.Provenance{
-		Source:        c.Result.Source.String(),
-		Masqueraded:   c.Result.Masqueraded,
-		TLSServerName: c.ServerName,
-		TLSSubject:    c.Subject,
-		ClientID:      c.ClientID,
-		Conn:          c.Conn,
+// provenance returns the sink provenance of the connection's readings.
+func (c *Connection) provenance() sink.Provenance {
+	p := provenance(c.Result)
+	if c.Header.Command == proxyproto.CommandProxy {
+		p.ProxyDestination = c.Header.Destination.String()
 	}
-	if c.Result.Client.IsValid() {
-		p.Client = c.Result.Client.String()
-	}
-	if c.Result.Via.IsValid() {
-		p.Via = c.Result.Via.String()
-	}
-	if c.Facts.Peer.IsValid() {
-		p.Peer = c.Facts.Peer.String()
-	}
-	if c.Facts.Command == proxyproto.CommandProxy {
-		p.ProxySource, p.ProxyDestination = c.Facts.Source.String(), c.Facts.Destination.String()
-	}
+	p.TLSServerName, p.TLSSubject, p.ClientID, p.Conn = c.ServerName, c.Subject, c.ClientID, c.Conn
 	return p
 }
 
@@ -197,7 +201,7 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 		if g.cfg.Observer != nil {
 			g.cfg.Observer.ObserveDeny(ctx, c.Result, err)
 		}
-		g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt connection", c.attrs()...)
+		middleware.Log(ctx, g.log, "mqtt connection", c.Result, c.decision(), c.attrs()...)
 		g.met.connection(ctx, "refused", middleware.OutcomeOf(err).String())
 		g.notify(c)
 		if err := g.srv.SendConnack(cl, code, false, nil); err != nil {
@@ -205,11 +209,7 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 		}
 		return code
 	}
-	level := slog.LevelInfo
-	if c.Result.Masqueraded {
-		level = slog.LevelWarn
-	}
-	g.log.LogAttrs(ctx, level, "mqtt connection", c.attrs()...)
+	middleware.Log(ctx, g.log, "mqtt connection", c.Result, c.decision(), c.attrs()...) // WARN when masqueraded
 	g.met.connection(ctx, "accepted", middleware.OutcomeOf(c.ResolveErr).String())
 	g.notify(c)
 	return nil
@@ -220,7 +220,7 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 func connectionOf(cl *mqtt.Client) Connection {
 	c := Connection{ClientID: cl.ID, MQTTVersion: cl.Properties.ProtocolVersion}
 	if info, ok := chain.InfoFromConn(cl.Net.Conn); ok {
-		c.Conn, c.Facts, c.ServerName, c.TLSVersion, c.Subject = info.ID, info.Facts, info.ServerName, info.State.Version, info.Subject()
+		c.Conn, c.Header, c.ServerName, c.TLSVersion, c.Subject = info.ID, headerOf(info.Facts), info.ServerName, info.State.Version, info.Subject()
 	}
 	c.Result, c.ResolveErr = middleware.ResultFromConn(cl.Net.Conn)
 	return c
@@ -235,7 +235,7 @@ func connectionOf(cl *mqtt.Client) Connection {
 // here.
 func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	c := connectionOf(cl)
-	s := &session{conn: c, prov: provenance(&c), start: time.Now()}
+	s := &session{conn: c, prov: c.provenance(), start: time.Now()}
 	s.key = limiter.Key{Prefix: clientip.RateLimitKey(c.Result.Client)}
 	if c.Result.Masqueraded {
 		// The node's address stands for every client it forwards: limit
@@ -378,24 +378,19 @@ func (h *hook) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 }
 
 // onProxyReject logs a connection the PROXY listener refused, with what it
-// knew.
+// knew (proxyproto.Rejection's own rendering).
 func (g *Gateway) onProxyReject(r proxyproto.Rejection) {
 	ctx := context.Background()
 	if o, ok := g.cfg.Observer.(interface{ ObserveProxyRejection(proxyproto.Rejection) }); ok {
 		o.ObserveProxyRejection(r)
 	}
 	g.met.connection(ctx, "proxy_rejected", r.Reason.String())
-	attrs := []slog.Attr{slog.String("stage", "proxy"), slog.String("socket_peer", r.Peer.String()), slog.String("local", r.Local.String()),
-		slog.Bool("trusted_upstream", r.Trusted), slog.String("reason", r.Reason.String()), slog.Duration("after", r.Duration),
-		slog.String("error", r.Err.Error())}
-	if r.Version != 0 {
-		attrs = append(attrs, slog.Int("proxy_version", int(r.Version)))
-	}
-	g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt connection failed", attrs...)
+	g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt connection failed", slog.String("stage", "proxy"), slog.Any("rejection", r))
 }
 
 // onChainFailure logs a connection that failed in the TLS handshake or
-// before CONNECT, with every layer known by then.
+// before CONNECT, with every layer known by then: clientip's Result as the
+// middleware renders it, the PROXY header and the TLS layer.
 func (g *Gateway) onChainFailure(f chain.Failure) {
 	ctx := context.Background()
 	reason := "error"
@@ -403,15 +398,15 @@ func (g *Gateway) onChainFailure(f chain.Failure) {
 		reason = "timeout"
 	}
 	g.met.connection(ctx, string(f.Stage)+"_failed", reason)
-	as := []slog.Attr{slog.Uint64("conn", f.Info.ID), slog.String("stage", string(f.Stage)), slog.Bool("timeout", f.Timeout), slog.Duration("after", f.Duration)}
-	as = appendLayers(as, f.Info.Facts)
+	res, err := middleware.ResultFromConn(f.Conn)
+	as := middleware.Attrs(res, err)
+	as = append(as, slog.Uint64("conn", f.Info.ID), slog.String("stage", string(f.Stage)), slog.Bool("timeout", f.Timeout), slog.Duration("after", f.Duration))
+	as = append(as, headerOf(f.Info.Facts).attrs()...)
 	as = append(as, slog.String("tls_sni", f.Info.ServerName))
 	if s := f.Info.Subject(); s != "" {
 		as = append(as, slog.String("tls_subject", s))
 	}
-	res, err := middleware.ResultFromConn(f.Conn)
-	as = appendResult(as, res, err, nil)
-	as = append(as, slog.String("error", f.Err.Error()))
+	as = append(as, slog.String("failure", f.Err.Error()))
 	g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt connection failed", as...)
 	if g.cfg.OnFailure != nil {
 		g.cfg.OnFailure(f)

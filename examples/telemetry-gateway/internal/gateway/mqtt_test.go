@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -15,6 +14,8 @@ import (
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
 	"github.com/sourceip/sourceip/proxyproto"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMQTTEveryLayer connects real paho clients (MQTT 3.1.1 and 5) over TLS
@@ -35,47 +36,39 @@ func TestMQTTEveryLayer(t *testing.T) {
 				cfg := e.device(id, version, proxy, src)
 				if i == 4 { // one device presents a client certificate
 					cert, err := e.ca.Client(id)
-					if err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
 					cfg.TLS.Certificates = []tls.Certificate{cert}
 				}
 				c, err := device.Connect(t.Context(), cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				for seq := range 3 {
-					if err := c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading(id, uint64(seq), 20)); err != nil {
-						t.Fatalf("publish %d: %v", seq, err)
-					}
+					require.NoError(t, c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading(id, uint64(seq), 20)), "publish %d", seq)
 				}
 				c.Close()
 				line := e.logs.wait(t, 5*time.Second, map[string]string{"msg": "mqtt connection", "client_id": id})
 				want := map[string]string{
-					"outcome": "accepted", "client": netip.MustParseAddrPort(src).Addr().String(), "client_source": "proxy-protocol",
-					"socket_peer": lbAddr.String() + ":*", "proxy_source": src, "proxy_destination": e.g.MQTTAddr(),
-					"proxy": fmt.Sprintf("v%d proxy", proxy), "tls_sni": "gateway.test", "masqueraded": "false",
+					"outcome": "accepted", "clientip.client": netip.MustParseAddrPort(src).Addr().String(), "clientip.source": "proxy-protocol",
+					"clientip.peer": lbAddr.String() + ":*", "clientip.proxy": src, "proxy_destination": e.g.MQTTAddr(),
+					"proxy_header": fmt.Sprintf("v%d proxy", proxy), "tls_sni": "gateway.test",
 					"mqtt_version": fmt.Sprint(version), "decision": "resolved", "level": "INFO",
 				}
 				if i == 4 {
 					want["tls_subject"] = "CN=" + id
 				}
-				if !match(line, want) {
-					t.Errorf("connection line %v\nwant %v", line, want)
-				}
+				assert.True(t, match(line, want), "connection line %v\nwant %v", line, want)
 			})
 		}
 	}
 	recs := e.records(t)
-	if len(recs) != 12 {
-		t.Fatalf("%d records in the sink, want 12", len(recs))
-	}
+	require.Len(t, recs, 12)
 	for _, r := range recs {
 		p := r.Provenance
-		if p.Source != "proxy-protocol" || p.ClientID != r.Device || netip.MustParseAddrPort(p.ProxySource).Addr().String() != p.Client ||
-			netip.MustParseAddrPort(p.Peer).Addr() != lbAddr || p.TLSServerName != "gateway.test" || r.Topic != "telemetry/"+r.Device {
-			t.Errorf("record %s provenance %+v", r.ID, p)
-		}
+		assert.Equal(t, "proxy-protocol", p.Source, r.ID)
+		assert.Equal(t, r.Device, p.ClientID, r.ID)
+		assert.Equal(t, p.Client, netip.MustParseAddrPort(p.ProxySource).Addr().String(), r.ID)
+		assert.Equal(t, lbAddr, netip.MustParseAddrPort(p.Peer).Addr(), r.ID)
+		assert.Equal(t, "gateway.test", p.TLSServerName, r.ID)
+		assert.Equal(t, "telemetry/"+r.Device, r.Topic, r.ID)
 	}
 }
 
@@ -90,17 +83,15 @@ func TestForbiddenRangeRefused(t *testing.T) {
 		id := fmt.Sprintf("intruder%d", tc.version)
 		_, err := device.Connect(t.Context(), e.device(id, tc.version, 2, "127.0.0.99:5555"))
 		var ce *device.ConnectError
-		if !errors.As(err, &ce) || ce.Code != tc.code {
-			t.Errorf("MQTT %d: connect error %v, want CONNACK 0x%02x", tc.version, err, tc.code)
+		if assert.ErrorAs(t, err, &ce, "MQTT %d", tc.version) {
+			assert.Equal(t, tc.code, ce.Code, "MQTT %d: CONNACK code", tc.version)
 		}
 		e.logs.wait(t, 5*time.Second, map[string]string{"msg": "mqtt connection", "client_id": id, "outcome": "refused",
-			"client": "127.0.0.99", "decision": "not_allowed", "connack": fmt.Sprintf("0x%02x", tc.code), "socket_peer": "127.0.0.200:*"})
+			"clientip.client": "127.0.0.99", "decision": "not_allowed", "connack": fmt.Sprintf("0x%02x", tc.code), "clientip.peer": "127.0.0.200:*"})
 		// An allowed device still gets in.
 		ok := fmt.Sprintf("allowed%d", tc.version)
 		c, err := device.Connect(t.Context(), e.device(ok, tc.version, 2, "127.0.0.12:5555"))
-		if err != nil {
-			t.Fatalf("allowed device: %v", err)
-		}
+		require.NoError(t, err, "allowed device")
 		c.Close()
 	}
 }
@@ -120,41 +111,34 @@ func TestHalfOpenClosedAtDeadline(t *testing.T) {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: lbAddr.AsSlice()}}
 
 	silent, err := proxyproto.DialContext(t.Context(), d, "tcp", e.g.MQTTAddr(), hdr("127.0.0.21:1111"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer silent.Close()
 	tlsOnly, err := proxyproto.DialContext(t.Context(), d, "tcp", e.g.MQTTAddr(), hdr("127.0.0.22:2222"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tlsOnly.Close()
 	tc := tls.Client(tlsOnly, &tls.Config{RootCAs: e.ca.Pool(), ServerName: "gateway.test"})
-	if err := tc.HandshakeContext(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tc.HandshakeContext(t.Context()))
 
 	for _, tc := range []struct {
 		conn  net.Conn
 		stage string
 		want  map[string]string
 	}{
-		{silent, "tls", map[string]string{"proxy_source": "127.0.0.21:1111", "client": "127.0.0.21", "tls_sni": ""}},
-		{tc, "connect", map[string]string{"proxy_source": "127.0.0.22:2222", "client": "127.0.0.22", "tls_sni": "gateway.test"}},
+		{silent, "tls", map[string]string{"clientip.proxy": "127.0.0.21:1111", "clientip.client": "127.0.0.21", "tls_sni": ""}},
+		{tc, "connect", map[string]string{"clientip.proxy": "127.0.0.22:2222", "clientip.client": "127.0.0.22", "tls_sni": "gateway.test"}},
 	} {
-		want := map[string]string{"msg": "mqtt connection failed", "stage": tc.stage, "timeout": "true", "socket_peer": "127.0.0.200:*", "error": "no *"}
+		want := map[string]string{"msg": "mqtt connection failed", "stage": tc.stage, "timeout": "true", "clientip.peer": "127.0.0.200:*", "failure": "no *"}
 		for k, v := range tc.want {
 			want[k] = v
 		}
 		line := e.logs.wait(t, 5*time.Second, want)
 		after := time.Duration(line["after"].(float64))
-		if after < deadline || after > 3*deadline {
-			t.Errorf("%s: closed after %v, want about %v", tc.stage, after, deadline)
-		}
+		assert.GreaterOrEqual(t, after, deadline, "%s: closed after", tc.stage)
+		assert.LessOrEqual(t, after, 3*deadline, "%s: closed after", tc.stage)
 		tc.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-		if _, err := tc.conn.Read(make([]byte, 64)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Errorf("%s: the gateway did not close the connection: %v", tc.stage, err)
-		}
+		_, err := tc.conn.Read(make([]byte, 64))
+		assert.Error(t, err, "%s: the gateway did not close the connection", tc.stage)
+		assert.NotErrorIs(t, err, os.ErrDeadlineExceeded, "%s: the gateway did not close the connection", tc.stage)
 	}
 }
 
@@ -166,32 +150,25 @@ func TestProxyRefusals(t *testing.T) {
 	// 127.0.0.1 is not a trusted load balancer.
 	c, err := proxyproto.DialContext(t.Context(), nil, "tcp", e.g.MQTTAddr(), proxyproto.Header{
 		Version: 1, Command: proxyproto.CommandProxy, Source: netip.MustParseAddrPort("198.51.100.1:1234")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
-	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy", "reason": "untrusted_header",
-		"socket_peer": "127.0.0.1:*", "trusted_upstream": "false"})
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy", "rejection.reason": "untrusted_header",
+		"rejection.peer": "127.0.0.1:*", "rejection.trusted": "false"})
 	// The load balancer without a header.
 	_, err = device.Connect(t.Context(), device.Config{ID: "x", Version: 4, Addr: e.g.MQTTAddr(), Local: lbAddr,
 		TLS: &tls.Config{RootCAs: e.ca.Pool(), ServerName: "gateway.test"}, Timeout: 2 * time.Second})
-	if err == nil {
-		t.Error("headerless connection from the load balancer was served")
-	}
-	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy", "reason": "no_header",
-		"socket_peer": "127.0.0.200:*", "trusted_upstream": "true"})
+	assert.Error(t, err, "headerless connection from the load balancer was served")
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy", "rejection.reason": "no_header",
+		"rejection.peer": "127.0.0.200:*", "rejection.trusted": "true"})
 	// A direct client (not a load balancer, no header) is served as itself.
 	dc, err := device.Connect(t.Context(), device.Config{ID: "direct", Version: 5, Addr: e.g.MQTTAddr(), Local: netip.MustParseAddr("127.0.0.33"),
 		TLS: &tls.Config{RootCAs: e.ca.Pool(), ServerName: "gateway.test"}, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dc.Close()
-	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "direct", "client": "127.0.0.33",
-		"client_source": "socket", "proxy": "none", "socket_peer": "127.0.0.33:*"})
-	if r, p := obs.resolves.Load(), obs.rejections.Load(); r != 1 || p != 2 {
-		t.Errorf("observer saw %d resolutions and %d PROXY refusals, want 1 and 2", r, p)
-	}
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "direct", "clientip.client": "127.0.0.33",
+		"clientip.source": "socket", "proxy_header": "none", "clientip.peer": "127.0.0.33:*"})
+	assert.EqualValues(t, 1, obs.resolves.Load(), "resolutions the observer saw")
+	assert.EqualValues(t, 2, obs.rejections.Load(), "PROXY refusals the observer saw")
 }
 
 // countingObserver is a middleware.Observer with the optional

@@ -12,6 +12,8 @@ import (
 
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/lb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestNoLossAcrossLoadBalancerRestart: 50 devices (half MQTT 3.1.1, half 5)
@@ -34,9 +36,7 @@ func TestNoLossAcrossLoadBalancerRestart(t *testing.T) {
 		c.Sink.OnCommit = func(_, _ int, d time.Duration, _ error) { commitNanos.Add(int64(d)); commits.Add(1) }
 	})
 	balancer, err := lb.Start(lb.Config{Listen: "127.0.0.1:0", Backend: e.g.MQTTAddr(), Source: lbAddr, Version: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer balancer.Close()
 
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Second)
@@ -111,9 +111,7 @@ func TestNoLossAcrossLoadBalancerRestart(t *testing.T) {
 								go func() {
 									restartedAt.Store(n)
 									restartTime = time.Since(start)
-									if err := balancer.Restart(); err != nil {
-										t.Errorf("restart: %v", err)
-									}
+									assert.NoError(t, balancer.Restart(), "restart")
 									close(restartDone)
 								}()
 							})
@@ -127,22 +125,16 @@ func TestNoLossAcrossLoadBalancerRestart(t *testing.T) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if ctx.Err() != nil {
-		t.Fatalf("not done in time: %d of %d acknowledged", ackedTotal.Load(), devices*each)
-	}
+	require.NoError(t, ctx.Err(), "not done in time: %d of %d acknowledged", ackedTotal.Load(), devices*each)
 	<-restartDone
-	if err := e.g.Shutdown(context.Background(), 0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.g.Shutdown(context.Background(), 0))
 
 	sum := e.summary(t)
 	st := e.g.Sink().Stats()
 	missing := 0
 	for d := range devices {
 		for seq := range each {
-			if !acked[d][seq] {
-				t.Errorf("dev%02d/%d never acknowledged", d, seq)
-			}
+			assert.True(t, acked[d][seq], "dev%02d/%d never acknowledged", d, seq)
 			if sum.Count[fmt.Sprintf("dev%02d/%d", d, seq)] != 1 {
 				missing++
 			}
@@ -155,14 +147,11 @@ func TestNoLossAcrossLoadBalancerRestart(t *testing.T) {
 	t.Logf("connections %d (%d reconnects), publishes without acknowledgement (sent again) %d, fsync'ed batches %d (%.1f readings each)",
 		connects.Load(), connects.Load()-devices, failedPubs.Load(), st.Batches, float64(st.Records)/float64(max(st.Batches, 1)))
 	t.Logf("time in write+fsync: %v total, %v per batch", time.Duration(commitNanos.Load()).Round(time.Millisecond), time.Duration(commitNanos.Load()/max(commits.Load(), 1)))
-	if missing != 0 || sum.Unique != devices*each || sum.Duplicates != 0 || sum.Invalid != 0 || sum.Torn {
-		t.Errorf("sink: %d ids not exactly once; summary lines=%d unique=%d duplicates=%d invalid=%d torn=%v",
-			missing, sum.Lines, sum.Unique, sum.Duplicates, sum.Invalid, sum.Torn)
-	}
-	if ackedTotal.Load() != devices*each {
-		t.Errorf("acknowledged %d, want %d", ackedTotal.Load(), devices*each)
-	}
-	if connects.Load() <= devices {
-		t.Error("no device reconnected: the restart cut nothing")
-	}
+	assert.Zero(t, missing, "ids in the sink not exactly once")
+	assert.Equal(t, devices*each, sum.Unique)
+	assert.Zero(t, sum.Duplicates)
+	assert.Zero(t, sum.Invalid)
+	assert.False(t, sum.Torn)
+	assert.EqualValues(t, devices*each, ackedTotal.Load(), "acknowledged")
+	assert.Greater(t, connects.Load(), int64(devices), "a device reconnected: the restart cut connections")
 }

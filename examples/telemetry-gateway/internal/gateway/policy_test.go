@@ -16,6 +16,8 @@ import (
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
 	"github.com/sourceip/sourceip/proxyproto"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestBadReadingsNeverReachTheSink: MQTT 5 gets PUBACK 0x99 (payload format
@@ -29,39 +31,35 @@ func TestBadReadingsNeverReachTheSink(t *testing.T) {
 		cfg := e.device(id, v, 2, "127.0.0.41:4100")
 		cfg.Timeout = 500 * time.Millisecond
 		c, err := device.Connect(t.Context(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading(id, 1, 1)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading(id, 1, 1)))
 		err = c.Publish(t.Context(), "telemetry/"+id, 1, []byte(`{"device":"`+id+`","seq":2,"values":{"temp":`))
 		var pe *device.PublishError
 		switch v {
 		case 5:
-			if !errors.As(err, &pe) || pe.Code != 0x99 {
-				t.Errorf("MQTT 5: %v, want PUBACK 0x99", err)
+			if assert.ErrorAs(t, err, &pe, "MQTT 5") {
+				assert.EqualValues(t, 0x99, pe.Code, "MQTT 5: PUBACK payload format invalid")
 			}
 		case 4:
-			if !errors.Is(err, device.ErrNoAck) {
-				t.Errorf("MQTT 3.1.1: %v, want no acknowledgement", err)
-			}
+			assert.ErrorIs(t, err, device.ErrNoAck, "MQTT 3.1.1: no acknowledgement")
 		}
 		// A reading for another device is refused too.
 		err = c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading("someone-else", 1, 1))
-		if v == 5 && (!errors.As(err, &pe) || pe.Code != 0x87) {
-			t.Errorf("MQTT 5 foreign device: %v, want PUBACK 0x87", err)
+		if v == 5 && assert.ErrorAs(t, err, &pe, "MQTT 5 foreign device") {
+			assert.EqualValues(t, 0x87, pe.Code, "MQTT 5 foreign device: PUBACK not authorized")
 		}
-		if err := c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading(id, 3, 1)); err != nil && v == 5 {
-			t.Fatal(err)
+		if err := c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading(id, 3, 1)); v == 5 {
+			require.NoError(t, err)
 		}
 		c.Close()
 		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt reading refused", "client_id": id, "outcome": "invalid",
 			"error": "reading: payload is not valid JSON*", "client": "127.0.0.41"})
 	}
 	sum := e.summary(t)
-	if sum.Invalid != 0 || sum.Torn || sum.Count["bad3/2"] != 0 || sum.Count["bad5/2"] != 0 || sum.Count["bad5/1"] != 1 || sum.Count["bad5/3"] != 1 {
-		t.Errorf("sink: %+v", sum)
+	assert.Zero(t, sum.Invalid)
+	assert.False(t, sum.Torn)
+	for id, n := range map[string]int{"bad3/2": 0, "bad5/2": 0, "bad5/1": 1, "bad5/3": 1} {
+		assert.Equal(t, n, sum.Count[id], "records of %s", id)
 	}
 }
 
@@ -70,9 +68,7 @@ func TestBadReadingsNeverReachTheSink(t *testing.T) {
 func TestRateLimit(t *testing.T) {
 	e := start(t, func(c *Config) { c.RateLimit, c.RateBurst, c.RateMaxWait = 20, 2, 60*time.Millisecond })
 	c, err := device.Connect(t.Context(), e.device("fast", 5, 2, "127.0.0.42:4200"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	start := time.Now()
 	var refused, ok int
@@ -85,14 +81,13 @@ func TestRateLimit(t *testing.T) {
 		case errors.As(err, &pe) && pe.Code == 0x97:
 			refused++
 		default:
-			t.Fatal(err)
+			require.NoError(t, err)
 		}
 	}
 	// 2 from the burst, then one every 50ms, each wait under 60ms: all pass
 	// when published one at a time.
-	if ok != 10 || time.Since(start) < 300*time.Millisecond {
-		t.Errorf("sequential: %d accepted, %d refused in %v; want all accepted, slowed to 20/s", ok, refused, time.Since(start))
-	}
+	assert.Equal(t, 10, ok, "sequential: all accepted (%d refused)", refused)
+	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "sequential: slowed to 20/s")
 	// mochi handles one connection's packets one at a time, so a single
 	// connection is only ever slowed down. Five devices behind the same
 	// address (one NAT) share the bucket: their waits add up past 60ms and
@@ -101,9 +96,7 @@ func TestRateLimit(t *testing.T) {
 	for d := range 5 {
 		id := fmt.Sprintf("nat%d", d)
 		nc, err := device.Connect(t.Context(), e.device(id, 5, 2, fmt.Sprintf("127.0.0.42:%d", 5000+d)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer nc.Close()
 		go func() {
 			for seq := range 10 {
@@ -116,13 +109,11 @@ func TestRateLimit(t *testing.T) {
 		var pe *device.PublishError
 		if err := <-errs; errors.As(err, &pe) && pe.Code == 0x97 {
 			refused++
-		} else if err != nil {
-			t.Fatal(err)
+		} else {
+			require.NoError(t, err)
 		}
 	}
-	if refused == 0 {
-		t.Error("five devices sharing one address at 20/s with a 60ms wait limit: nothing refused")
-	}
+	assert.NotZero(t, refused, "five devices sharing one address at 20/s with a 60ms wait limit: something refused")
 	t.Logf("shared address: %d of 50 refused", refused)
 	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt reading refused", "outcome": "rate_limited", "client": "127.0.0.42"})
 }
@@ -145,26 +136,22 @@ func TestMasqueraded(t *testing.T) {
 		c, err := device.Connect(t.Context(), cfg)
 		if allow {
 			var ce *device.ConnectError
-			if !errors.As(err, &ce) || ce.Code != 0x87 {
-				t.Errorf("with allowlist: %v, want CONNACK 0x87", err)
+			if assert.ErrorAs(t, err, &ce, "with allowlist") {
+				assert.EqualValues(t, 0x87, ce.Code, "with allowlist: CONNACK not authorized")
 			}
-			e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "outcome": "refused", "decision": "masqueraded", "masqueraded": "true"})
+			e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "outcome": "refused", "decision": "masqueraded", "clientip.masqueraded": "true"})
 			e.logs.wait(t, 3*time.Second, map[string]string{"msg": "CLIENTS ARE MASQUERADED*", "node": node.String()})
 			continue
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Publish(t.Context(), "telemetry/behind-node", 1, device.Reading("behind-node", 1, 1)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, c.Publish(t.Context(), "telemetry/behind-node", 1, device.Reading("behind-node", 1, 1)))
 		c.Close()
-		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "outcome": "accepted", "masqueraded": "true",
-			"client": node.String(), "decision": "masqueraded", "level": "WARN"})
+		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "outcome": "accepted", "clientip.masqueraded": "true",
+			"clientip.client": node.String(), "decision": "masqueraded", "level": "WARN"})
 		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "CLIENTS ARE MASQUERADED*", "node": node.String(), "level": "WARN"})
-		if recs := e.records(t); len(recs) != 1 || !recs[0].Provenance.Masqueraded {
-			t.Errorf("records %+v", recs)
-		}
+		recs := e.records(t)
+		require.Len(t, recs, 1)
+		assert.True(t, recs[0].Provenance.Masqueraded)
 	}
 }
 
@@ -195,21 +182,14 @@ func TestAutopaho(t *testing.T) {
 		},
 		ClientConfig: paho.ClientConfig{ClientID: "auto5"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cm.AwaitConnection(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cm.Publish(ctx, &paho.Publish{Topic: "telemetry/auto5", QoS: 1, Payload: device.Reading("auto5", 1, 21.5)}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cm.AwaitConnection(ctx))
+	_, err = cm.Publish(ctx, &paho.Publish{Topic: "telemetry/auto5", QoS: 1, Payload: device.Reading("auto5", 1, 21.5)})
+	require.NoError(t, err)
 	cm.Disconnect(ctx)
-	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "auto5", "client": "127.0.0.43",
-		"client_source": "proxy-protocol", "socket_peer": "127.0.0.200:*", "mqtt_version": "5"})
-	if s := e.summary(t); s.Count["auto5/1"] != 1 {
-		t.Errorf("sink %+v", s)
-	}
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "auto5", "clientip.client": "127.0.0.43",
+		"clientip.source": "proxy-protocol", "clientip.peer": "127.0.0.200:*", "mqtt_version": "5"})
+	assert.Equal(t, 1, e.summary(t).Count["auto5/1"])
 }
 
 // TestSinkFailureIsNeverAcknowledged: once the sink cannot take a reading,
@@ -221,28 +201,21 @@ func TestSinkFailureIsNeverAcknowledged(t *testing.T) {
 		e := start(t, nil)
 		id := fmt.Sprintf("sf%d", v)
 		c, err := device.Connect(t.Context(), e.device(id, v, 2, "127.0.0.46:4600"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading(id, 1, 1)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading(id, 1, 1)))
 		e.g.Sink().Close() // every later append fails, as after a write or fsync error
-		if err := e.g.Ready(); err == nil {
-			t.Error("ready with a failed sink")
-		}
-		if err := c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading(id, 2, 1)); !errors.Is(err, device.ErrNoAck) {
-			t.Errorf("MQTT %d: publish after the sink failed: %v, want no acknowledgement", v, err)
-		}
+		assert.Error(t, e.g.Ready(), "ready with a failed sink")
+		err = c.Publish(t.Context(), "telemetry/"+id, 1, device.Reading(id, 2, 1))
+		assert.ErrorIs(t, err, device.ErrNoAck, "MQTT %d: publish after the sink failed", v)
 		select {
 		case <-c.Lost():
 		case <-time.After(3 * time.Second):
-			t.Errorf("MQTT %d: device not disconnected", v)
+			assert.Fail(t, "device not disconnected", "MQTT %d", v)
 		}
 		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "sink append failed", "client_id": id, "id": id + "/2"})
-		if s := e.summary(t); s.Unique != 1 || s.Count[id+"/1"] != 1 {
-			t.Errorf("sink %+v", s)
-		}
+		s := e.summary(t)
+		assert.Equal(t, 1, s.Unique)
+		assert.Equal(t, 1, s.Count[id+"/1"])
 	}
 }
 
@@ -251,22 +224,18 @@ func TestSinkFailureIsNeverAcknowledged(t *testing.T) {
 func TestCertificateBindsClientID(t *testing.T) {
 	e := start(t, nil)
 	cert, err := e.ca.Client("meter-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg := e.device("meter-2", 5, 2, "127.0.0.47:4700")
 	cfg.TLS.Certificates = []tls.Certificate{cert}
 	_, err = device.Connect(t.Context(), cfg)
 	var ce *device.ConnectError
-	if !errors.As(err, &ce) || ce.Code != 0x87 {
-		t.Errorf("client id other than the certificate's CN: %v, want CONNACK 0x87", err)
+	if assert.ErrorAs(t, err, &ce, "client id other than the certificate's CN") {
+		assert.EqualValues(t, 0x87, ce.Code, "CONNACK not authorized")
 	}
 	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "meter-2", "outcome": "refused",
-		"tls_subject": "CN=meter-1", "reason": "client id \"meter-2\" is not the client certificate's common name \"meter-1\""})
+		"tls_subject": "CN=meter-1", "error": "client id \"meter-2\" is not the client certificate's common name \"meter-1\""})
 	cfg.ID = "meter-1"
 	c, err := device.Connect(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.Close()
 }

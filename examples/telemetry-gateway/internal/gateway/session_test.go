@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -11,29 +10,15 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // clientsGauge returns the gateway.mqtt.clients value the reader holds.
 func clientsGauge(t *testing.T, r *sdkmetric.ManualReader) int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != "gateway.mqtt.clients" {
-				continue
-			}
-			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				n += dp.Value
-			}
-		}
-	}
-	return n
+	return counter(t, r, "gateway.mqtt.clients", nil)
 }
 
 func sessionCount(e *env) int {
@@ -56,9 +41,7 @@ func TestSessionNotLeakedWhenConnackFails(t *testing.T) {
 	const n = 50
 	for i := range n {
 		c, err := tls.Dial("tcp", e.g.MQTTAddr(), &tls.Config{RootCAs: e.ca.Pool(), ServerName: "gateway.test"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		pk := packets.Packet{
 			FixedHeader:     packets.FixedHeader{Type: packets.Connect},
 			ProtocolVersion: 5,
@@ -67,49 +50,27 @@ func TestSessionNotLeakedWhenConnackFails(t *testing.T) {
 			Properties: packets.Properties{MaximumPacketSize: 4},
 		}
 		var buf bytes.Buffer
-		if err := pk.ConnectEncode(&buf); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Write(buf.Bytes()); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, pk.ConnectEncode(&buf))
+		_, err = c.Write(buf.Bytes())
+		require.NoError(t, err)
 		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
 		got, _ := io.ReadAll(c) // the server closes without a CONNACK
 		c.Close()
-		if len(got) != 0 {
-			t.Fatalf("connection %d: got %d bytes, want the connection closed without a CONNACK", i, len(got))
-		}
+		require.Empty(t, got, "connection %d: want the connection closed without a CONNACK", i)
 	}
 	// Each connection was accepted by the policy (so OnConnect ran).
 	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": fmt.Sprint("leak-", n-1), "outcome": "accepted"})
 	// The server's goroutine may still be unwinding the last one.
-	deadline := time.Now().Add(3 * time.Second)
-	for sessionCount(e) != 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if left := sessionCount(e); left != 0 {
-		t.Errorf("%d sessions held after %d connections that never got a CONNACK", left, n)
-	}
-	if g := clientsGauge(t, reader); g != 0 {
-		t.Errorf("clients gauge %d after %d connections that never got a CONNACK, want 0", g, n)
-	}
+	assert.Eventually(t, func() bool { return sessionCount(e) == 0 }, 3*time.Second, 10*time.Millisecond,
+		"sessions held after %d connections that never got a CONNACK", n)
+	assert.Zero(t, clientsGauge(t, reader), "clients gauge after %d connections that never got a CONNACK", n)
 
 	c, err := device.Connect(t.Context(), e.device("ok1", 5, 2, "127.0.0.46:4600"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Publish(t.Context(), "telemetry/ok1", 1, device.Reading("ok1", 1, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if s, g := sessionCount(e), clientsGauge(t, reader); s != 1 || g != 1 {
-		t.Errorf("connected client: %d sessions, gauge %d; want 1 and 1", s, g)
-	}
+	require.NoError(t, err)
+	require.NoError(t, c.Publish(t.Context(), "telemetry/ok1", 1, device.Reading("ok1", 1, 1)))
+	assert.Equal(t, 1, sessionCount(e), "connected client's sessions")
+	assert.EqualValues(t, 1, clientsGauge(t, reader), "connected client's gauge")
 	c.Close()
-	deadline = time.Now().Add(3 * time.Second)
-	for sessionCount(e) != 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if s, g := sessionCount(e), clientsGauge(t, reader); s != 0 || g != 0 {
-		t.Errorf("after the client left: %d sessions, gauge %d; want 0 and 0", s, g)
-	}
+	assert.Eventually(t, func() bool { return sessionCount(e) == 0 }, 3*time.Second, 10*time.Millisecond, "sessions after the client left")
+	assert.Zero(t, clientsGauge(t, reader), "gauge after the client left")
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Spoofing trick: someone without meter-1's client certificate writes its
@@ -22,39 +24,28 @@ func TestForgedReadingDoesNotSwallowGenuineOne(t *testing.T) {
 		c.HTTPHeader = "X-Forwarded-For"
 	})
 	cert, err := e.ca.Client("meter-1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	genuine := func(t *testing.T, seq uint64) {
 		t.Helper()
 		cfg := e.device("meter-1", 5, 2, "127.0.0.16:40000")
 		cfg.TLS.Certificates = []tls.Certificate{cert}
 		c, err := device.Connect(t.Context(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer c.Close()
 		for range 2 { // the second is a redelivery
-			if err := c.Publish(t.Context(), "telemetry/meter-1", 1, device.Reading("meter-1", seq, 21.5)); err != nil {
-				t.Fatalf("publish: %v", err)
-			}
+			require.NoError(t, c.Publish(t.Context(), "telemetry/meter-1", 1, device.Reading("meter-1", seq, 21.5)), "publish")
 		}
 	}
 
 	// Over HTTP.
-	if status, body := post(t, httpFrom("127.0.0.61"), "http://"+e.g.HTTPAddr()+"/v1/telemetry", "", `{"device":"meter-1","seq":7,"values":{"temp":-999}}`); status != 201 {
-		t.Fatalf("forged POST: %d %s", status, body)
-	}
+	status, body := post(t, httpFrom("127.0.0.61"), "http://"+e.g.HTTPAddr()+"/v1/telemetry", "", `{"device":"meter-1","seq":7,"values":{"temp":-999}}`)
+	require.Equal(t, 201, status, "forged POST: %s", body)
 	genuine(t, 7)
 
 	// Over MQTT, without the certificate.
 	evil, err := device.Connect(t.Context(), e.device("meter-1", 4, 2, "127.0.0.66:40000"))
-	if err != nil {
-		t.Fatalf("connect without a certificate: %v", err)
-	}
-	if err := evil.Publish(t.Context(), "telemetry/meter-1", 1, device.Reading("meter-1", 8, -999)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "connect without a certificate")
+	require.NoError(t, evil.Publish(t.Context(), "telemetry/meter-1", 1, device.Reading("meter-1", 8, -999)))
 	evil.Close()
 	genuine(t, 8)
 
@@ -64,7 +55,5 @@ func TestForgedReadingDoesNotSwallowGenuineOne(t *testing.T) {
 			genuineIn[r.ID]++
 		}
 	}
-	if genuineIn["meter-1/7"] != 1 || genuineIn["meter-1/8"] != 1 {
-		t.Errorf("genuine readings in the sink: %v; want meter-1/7 and meter-1/8 once each", genuineIn)
-	}
+	assert.Equal(t, map[string]int{"meter-1/7": 1, "meter-1/8": 1}, genuineIn, "genuine readings in the sink, once each")
 }

@@ -1,11 +1,6 @@
 package gateway
 
-import (
-	"net/netip"
-	"os"
-)
-
-func readFile(p string) ([]byte, error) { return os.ReadFile(p) }
+import "net/netip"
 
 type netipAP = netip.AddrPort
 

@@ -15,7 +15,12 @@
 // fsync the kernel may have dropped the dirty pages, so nothing written since
 // the last good fsync can be trusted, and the gateway must stop acknowledging.
 // At Open a torn last line (a crash in the middle of a write, never
-// acknowledged) is cut off.
+// acknowledged) is cut off. Open reads the file in bounded memory, whatever
+// it holds: a line longer than MaxLineBytes is skipped, not buffered, and
+// counted as corrupt when it is complete (Stats.Corrupt), as is any other
+// complete line that is not a record; such lines are kept, never rewritten.
+// Open refuses a path that is not a regular file (a device such as /dev/zero
+// would be read for ever).
 //
 // # Duplicates
 //
@@ -81,14 +86,23 @@ func (m *SyncMode) Set(s string) error {
 const (
 	DefaultMaxBatch     = 512
 	DefaultDedupeWindow = 4096
-	DefaultMaxDevices   = 1 << 20
+	// DefaultMaxDevices bounds the duplicate index: at most
+	// IndexBytesPerDevice each, a full index holds under 180 MiB.
+	DefaultMaxDevices = 1 << 18
+	// IndexBytesPerDevice bounds what one device costs in the duplicate
+	// index at the default DedupeWindow with device names up to about 100
+	// bytes (TestIndexBytesPerDevice measures about 610 with 23-byte names).
+	IndexBytesPerDevice = 700
+	DefaultMaxLineBytes = 1 << 20
 	queueLen            = 4096
 )
 
 // Errors.
 var (
-	ErrClosed = errors.New("sink: closed")
-	ErrFailed = errors.New("sink: failed; refusing records")
+	ErrClosed   = errors.New("sink: closed")
+	ErrFailed   = errors.New("sink: failed; refusing records")
+	ErrTooLarge = errors.New("sink: record longer than MaxLineBytes")
+	ErrNotFile  = errors.New("sink: not a regular file")
 )
 
 // Config configures a Sink.
@@ -107,6 +121,11 @@ type Config struct {
 	// MaxDevices bounds the devices remembered; beyond it an arbitrary device
 	// is forgotten. Zero means DefaultMaxDevices.
 	MaxDevices int
+	// MaxLineBytes bounds one record's line: a longer record is refused
+	// with ErrTooLarge, and Open skips longer lines without buffering them.
+	// Zero means DefaultMaxLineBytes; LineBytesFor gives the bound for a
+	// payload limit.
+	MaxLineBytes int
 	// OnCommit, when set, is called after each batch from the committing
 	// goroutine with the number of records written, the bytes, how long the
 	// write and fsync took, and the error if any.
@@ -126,10 +145,24 @@ type Stats struct {
 	Duplicates uint64 // records not written because their id was durable
 	Batches    uint64 // write (and fsync) calls
 	Bytes      uint64
-	// Recovered counts what Open found: records already in the file, and
-	// bytes of a torn last line it cut off.
-	Existing  uint64
-	TornBytes int64
+	// Recovered counts what Open found: records already in the file, bytes
+	// of a torn last line it cut off, and complete lines that are not
+	// records (corrupt, or longer than MaxLineBytes), the first of which
+	// starts at byte FirstCorruptAt.
+	Existing       uint64
+	TornBytes      int64
+	Corrupt        uint64
+	FirstCorruptAt int64
+	// Queued is the number of records waiting for the committer now.
+	Queued int
+}
+
+// LineBytesFor returns the MaxLineBytes that fits every record whose payload
+// is at most maxPayload bytes: a payload can grow six times when encoded
+// (json escapes <, > and & as \u003c), and the other fields (topic, client
+// id, certificate subject) take up to 256 KiB.
+func LineBytesFor(maxPayload int) int {
+	return 6*maxPayload + 256<<10
 }
 
 // Sink is a durable, deduplicating JSON Lines appender. It is safe for
@@ -148,8 +181,8 @@ type Sink struct {
 	failed atomic.Pointer[error]
 
 	records, duplicates, batches, bytes atomic.Uint64
-	existing                            uint64
-	torn                                int64
+	existing, corrupt                   uint64
+	torn, firstCorrupt                  int64
 }
 
 // sender is who a reading is de-duplicated under: the device name, and the
@@ -193,8 +226,18 @@ func Open(cfg Config) (*Sink, error) {
 	if cfg.MaxDevices <= 0 {
 		cfg.MaxDevices = DefaultMaxDevices
 	}
+	if cfg.MaxLineBytes <= 0 {
+		cfg.MaxLineBytes = DefaultMaxLineBytes
+	}
 	f, err := os.OpenFile(cfg.Path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
+		return nil, fmt.Errorf("sink: %w", err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%w: %s is a %s", ErrNotFile, cfg.Path, kind(fi.Mode()))
+		}
 		return nil, err
 	}
 	s := &Sink{
@@ -212,36 +255,50 @@ func Open(cfg Config) (*Sink, error) {
 	return s, nil
 }
 
-// recover scans the file: every complete line feeds the index, and a last
-// line without its newline is cut off.
+// kind names what a file that is not a regular file is.
+func kind(m os.FileMode) string {
+	switch {
+	case m&os.ModeCharDevice != 0:
+		return "character device"
+	case m&os.ModeDevice != 0:
+		return "device"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file"
+}
+
+// recover scans the file: every complete line that is a record feeds the
+// index, other complete lines are counted, and a last line without its
+// newline is cut off. It holds at most MaxLineBytes of a line: the rest of a
+// longer one is read and dropped.
 func (s *Sink) recover() error {
 	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	r := bufio.NewReaderSize(s.f, 1<<20)
+	r := bufio.NewReaderSize(s.f, 64<<10)
 	var off int64
+	var line []byte
 	for {
-		line, err := r.ReadBytes('\n')
+		line = line[:0]
+		n, long, err := readLine(r, &line, s.cfg.MaxLineBytes)
 		if err == nil {
-			off += int64(len(line))
-			var id struct {
-				Device     string `json:"device"`
-				Seq        uint64 `json:"seq"`
-				Provenance struct {
-					TLSSubject string `json:"tls_subject"`
-				} `json:"provenance"`
+			if long || !s.indexLine(line) {
+				if s.corrupt == 0 {
+					s.firstCorrupt = off
+				}
+				s.corrupt++
 			}
-			if json.Unmarshal(line, &id) == nil && id.Device != "" {
-				s.index.add(sender(id.Device, id.Provenance.TLSSubject), id.Seq)
-				s.existing++
-			}
+			off += n
 			continue
 		}
 		if !errors.Is(err, io.EOF) {
 			return err
 		}
-		if len(line) > 0 { // a last line without its newline: never acknowledged
-			s.torn = int64(len(line))
+		if n > 0 { // a last line without its newline: never acknowledged
+			s.torn = n
 			if err := s.f.Truncate(off); err != nil {
 				return fmt.Errorf("sink: cutting torn last line: %w", err)
 			}
@@ -253,6 +310,45 @@ func (s *Sink) recover() error {
 		_, err = s.f.Seek(off, io.SeekStart)
 		return err
 	}
+}
+
+// readLine reads one line into *line, newline included, keeping at most max
+// bytes: it returns the line's length in the file, whether it was longer
+// than max (then *line is empty), and io.EOF when the file ended before a
+// newline.
+func readLine(r *bufio.Reader, line *[]byte, max int) (n int64, long bool, err error) {
+	for {
+		chunk, err := r.ReadSlice('\n')
+		n += int64(len(chunk))
+		switch {
+		case long:
+		case len(*line)+len(chunk) > max:
+			long, *line = true, (*line)[:0]
+		default:
+			*line = append(*line, chunk...)
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return n, long, err
+		}
+	}
+}
+
+// indexLine adds the record on line to the index and reports whether it is
+// one.
+func (s *Sink) indexLine(line []byte) bool {
+	var id struct {
+		Device     string `json:"device"`
+		Seq        uint64 `json:"seq"`
+		Provenance struct {
+			TLSSubject string `json:"tls_subject"`
+		} `json:"provenance"`
+	}
+	if json.Unmarshal(line, &id) != nil || id.Device == "" {
+		return false
+	}
+	s.index.add(sender(id.Device, id.Provenance.TLSSubject), id.Seq)
+	s.existing++
+	return true
 }
 
 // Append writes rec durably unless its id is already durable, and reports
@@ -289,6 +385,9 @@ func (s *Sink) enqueue(ctx context.Context, rec *Record) (*request, error) {
 		return nil, err
 	}
 	line = append(line, '\n')
+	if len(line) > s.cfg.MaxLineBytes {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(line), s.cfg.MaxLineBytes)
+	}
 	dev := sender(rec.Device, rec.Provenance.TLSSubject)
 	req := &request{dev: dev, seq: rec.Seq, key: Key(dev, rec.Seq), line: line, res: make(chan outcome, 1)}
 	s.mu.RLock()
@@ -415,17 +514,22 @@ func (s *Sink) Healthy() error {
 // Stats returns the sink's counters.
 func (s *Sink) Stats() Stats {
 	return Stats{
-		Records:    s.records.Load(),
-		Duplicates: s.duplicates.Load(),
-		Batches:    s.batches.Load(),
-		Bytes:      s.bytes.Load(),
-		Existing:   s.existing,
-		TornBytes:  s.torn,
+		Records:        s.records.Load(),
+		Duplicates:     s.duplicates.Load(),
+		Batches:        s.batches.Load(),
+		Bytes:          s.bytes.Load(),
+		Existing:       s.existing,
+		TornBytes:      s.torn,
+		Corrupt:        s.corrupt,
+		FirstCorruptAt: s.firstCorrupt,
+		Queued:         len(s.queue),
 	}
 }
 
 // Close commits every record already queued, then closes the file. Appends
-// that start after Close return ErrClosed.
+// that start after Close return ErrClosed. When the sink had failed, Close
+// returns that failure (wrapping ErrFailed): the records refused since were
+// not written.
 func (s *Sink) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -437,7 +541,9 @@ func (s *Sink) Close() error {
 	s.mu.Unlock()
 	<-s.done
 	var err error
-	if s.failed.Load() == nil {
+	if p := s.failed.Load(); p != nil {
+		err = *p
+	} else {
 		err = s.f.Sync()
 	}
 	if cerr := s.f.Close(); err == nil {

@@ -1,0 +1,224 @@
+package gateway
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/sourceip/sourceip/middleware"
+	"github.com/sourceip/sourceip/proxyproto"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Config configures a Gateway. Addresses are host:port; port 0 picks one.
+type Config struct {
+	// MQTTAddr is the MQTT-over-TLS listener. Required.
+	MQTTAddr string
+	// HTTPAddr is the HTTP ingest listener; "" disables HTTP ingest.
+	HTTPAddr string
+	// AdminAddr serves /livez, /readyz and /metrics; "" disables it.
+	AdminAddr string
+
+	// ProxyTrusted are the load balancers that must send a PROXY header;
+	// a header from anyone else is refused. Empty: no header is accepted and
+	// every client is its socket peer.
+	ProxyTrusted clientip.PrefixSet
+	// ProxyHeaderless lets trusted load balancers connect without a header
+	// (TCP health checks); such connections never name a client and are
+	// refused at CONNECT.
+	ProxyHeaderless proxyproto.HeaderlessPolicy
+	// ProxyHeaderTimeout bounds the PROXY header read; zero is proxyproto's
+	// default.
+	ProxyHeaderTimeout time.Duration
+
+	// HTTPTrusted and HTTPHeader are the trusted-proxy chain for HTTP ingest
+	// (the ingress controllers and the header they append).
+	HTTPTrusted clientip.PrefixSet
+	HTTPHeader  string
+	// Masquerade are node addresses that stand in for clients
+	// (externalTrafficPolicy: Cluster).
+	Masquerade clientip.PrefixSet
+	// Allow, when not empty, admits only clients resolved inside it, on both
+	// MQTT and HTTP; masqueraded and unresolved clients are then refused too.
+	Allow clientip.PrefixSet
+
+	// TLS is the MQTT server's TLS configuration. Required. A ClientAuth
+	// that asks for client certificates needs a way to verify them
+	// (ClientCAs, or VerifyPeerCertificate, VerifyConnection or
+	// GetConfigForClient): the gateway takes a certificate's subject for the
+	// device's identity, so an unverified one is refused at New.
+	TLS *tls.Config
+	// HandshakeTimeout and ConnectTimeout bound the TLS handshake and the
+	// wait for CONNECT; zero means the chain package's defaults.
+	HandshakeTimeout, ConnectTimeout time.Duration
+	// HTTPReadTimeout bounds reading one HTTP ingest request, headers and
+	// body, so that a client trickling its body cannot hold a connection and
+	// its goroutine; zero means 30 seconds.
+	HTTPReadTimeout time.Duration
+
+	// Sink configures the durable sink (Path is required); New opens it and
+	// Shutdown closes it. A zero MaxLineBytes is set to fit MaxPayload.
+	Sink sink.Config
+	// SinkMinFree is the free space the sink's file system must keep for the
+	// gateway to report ready; it is checked at New and every
+	// SinkCheckInterval (zero: DefaultSinkCheckInterval). Zero disables the
+	// check. FreeSpace, for tests, replaces the statfs(2) that measures it.
+	SinkMinFree       uint64
+	SinkCheckInterval time.Duration
+	FreeSpace         func(path string) (uint64, error)
+	// MaxPayload bounds a reading, at most MaxPayloadLimit; zero means
+	// reading.DefaultMaxBytes.
+	MaxPayload int
+	// TopicPrefix is the topic space devices may publish to; "" means
+	// "telemetry/". It must be a valid start of an MQTT topic name (see
+	// CheckTopicPrefix).
+	TopicPrefix string
+
+	// RateLimit is the readings per second one client may send (0: no
+	// limit), RateBurst the bucket size (zero means 1), and RateMaxWait how
+	// long a publisher is slowed down before it is refused. Negative, NaN
+	// and infinite values are refused.
+	RateLimit   float64
+	RateBurst   int
+	RateMaxWait time.Duration
+
+	// MasqueradeWarnEvery is how often the warning about one masquerading
+	// node is repeated; zero means a minute.
+	MasqueradeWarnEvery time.Duration
+
+	// KubeHealthAddr, when set, serves a kube-proxy-compatible health check
+	// (trafficpolicy.HealthServer) for node-local deployments, accepting an
+	// optional PROXY header; KubeService is its "namespace/name" and
+	// KubeEndpoint the endpoint it reports ready (zero: the MQTT address).
+	KubeHealthAddr string
+	KubeService    string
+	KubeEndpoint   netip.AddrPort
+
+	// Logger receives the gateway's lines; nil means slog.Default().
+	Logger *slog.Logger
+	// MochiLogLevel is the lowest level of mochi's own lines that is passed
+	// on; the gateway logs every event that matters itself. Zero is Info;
+	// use slog.LevelError+1 to silence mochi.
+	MochiLogLevel slog.Level
+	// MeterProvider receives the gateway's metrics; nil means none.
+	MeterProvider metric.MeterProvider
+	// Metrics, when set, is served on /metrics of the admin server.
+	Metrics http.Handler
+	// Observer is told of every resolution and refusal, for MQTT and HTTP
+	// (the middleware's Observer; otelsourceip implements it), and of every
+	// connection the PROXY listener refuses when it also has a method
+	// ObserveProxyRejection(proxyproto.Rejection).
+	Observer middleware.Observer
+	// OnConnection, when set, is called with every MQTT connection's record
+	// after its log line (accepted or refused); OnFailure with every
+	// connection that failed before CONNECT. For the demo and tests.
+	OnConnection func(Connection)
+	OnFailure    func(chain.Failure)
+}
+
+// Defaults and limits of Config fields.
+const (
+	// DefaultSinkMinFree is the free space under which the command's
+	// gateway reports not ready.
+	DefaultSinkMinFree = 64 << 20
+	// DefaultSinkCheckInterval is how often free space is checked.
+	DefaultSinkCheckInterval = 10 * time.Second
+	// MaxPayloadLimit is the largest MaxPayload: MQTT's largest packet
+	// (256 MiB) less room for the topic and properties.
+	MaxPayloadLimit = 256<<20 - 64<<10
+)
+
+// check refuses a configuration the gateway cannot serve safely.
+func (cfg *Config) check() error {
+	var errs []error
+	if cfg.MQTTAddr == "" || cfg.TLS == nil || cfg.Sink.Path == "" {
+		errs = append(errs, errors.New("MQTTAddr, TLS and Sink.Path are required"))
+	}
+	if err := checkClientAuth(cfg.TLS); err != nil {
+		errs = append(errs, err)
+	}
+	if math.IsNaN(cfg.RateLimit) || math.IsInf(cfg.RateLimit, 0) || cfg.RateLimit < 0 {
+		errs = append(errs, fmt.Errorf("RateLimit %v: want a finite number ≥ 0", cfg.RateLimit))
+	}
+	if cfg.RateBurst < 0 || cfg.RateMaxWait < 0 {
+		errs = append(errs, fmt.Errorf("RateBurst %d, RateMaxWait %v: want values ≥ 0", cfg.RateBurst, cfg.RateMaxWait))
+	}
+	if cfg.MaxPayload < 0 || cfg.MaxPayload > MaxPayloadLimit {
+		errs = append(errs, fmt.Errorf("MaxPayload %d: want 0 to %d bytes", cfg.MaxPayload, MaxPayloadLimit))
+	}
+	if cfg.TopicPrefix != "" {
+		if err := CheckTopicPrefix(cfg.TopicPrefix); err != nil {
+			errs = append(errs, fmt.Errorf("TopicPrefix %q: %w", cfg.TopicPrefix, err))
+		}
+	}
+	for _, d := range []time.Duration{cfg.ProxyHeaderTimeout, cfg.HandshakeTimeout, cfg.ConnectTimeout, cfg.HTTPReadTimeout, cfg.SinkCheckInterval, cfg.MasqueradeWarnEvery} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("negative duration %v (zero means the default)", d))
+			break
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("gateway: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// checkClientAuth refuses a TLS configuration that asks for client
+// certificates without a way to verify them: RequestClientCert and
+// RequireAnyClientCert accept any certificate, and the verifying modes
+// without ClientCAs verify against the system roots, where any certificate a
+// public CA issued passes. The gateway logs a certificate's subject as the
+// device's identity and binds the MQTT client id to its common name, so an
+// unverified certificate would let anyone be any device.
+func checkClientAuth(c *tls.Config) error {
+	if c == nil {
+		return nil
+	}
+	custom := c.VerifyPeerCertificate != nil || c.VerifyConnection != nil || c.GetConfigForClient != nil
+	switch c.ClientAuth {
+	case tls.NoClientCert:
+		return nil
+	case tls.RequestClientCert, tls.RequireAnyClientCert:
+		if !custom {
+			return fmt.Errorf("TLS ClientAuth %v accepts client certificates without verifying them; use VerifyClientCertIfGiven or RequireAndVerifyClientCert with ClientCAs", c.ClientAuth)
+		}
+	case tls.VerifyClientCertIfGiven, tls.RequireAndVerifyClientCert:
+		if c.ClientCAs == nil && !custom {
+			return fmt.Errorf("TLS ClientAuth %v without ClientCAs would verify client certificates against the system roots; set ClientCAs to the devices' CA", c.ClientAuth)
+		}
+	default:
+		return fmt.Errorf("TLS ClientAuth %d: unknown", c.ClientAuth)
+	}
+	return nil
+}
+
+// CheckTopicPrefix reports whether p can start the topic names devices
+// publish to (MQTT 3.1.1 §4.7, MQTT 5 §4.7): not empty, valid UTF-8 without
+// U+0000, no wildcard ('+' or '#': a prefix is matched literally, and no
+// topic name contains one), not starting with '$' (reserved for the
+// server's topics), and at most 65,535 bytes.
+func CheckTopicPrefix(p string) error {
+	switch {
+	case p == "":
+		return errors.New("empty: give the topic space devices publish to, such as telemetry/")
+	case len(p) > 65535:
+		return errors.New("longer than an MQTT topic can be (65,535 bytes)")
+	case !utf8.ValidString(p) || strings.ContainsRune(p, 0):
+		return errors.New("not valid UTF-8 without U+0000, as MQTT topics must be")
+	case strings.ContainsAny(p, "+#"):
+		return errors.New("contains an MQTT wildcard (+ or #); it is a literal prefix of topic names, which never contain wildcards")
+	case strings.HasPrefix(p, "$"):
+		return errors.New("starts with $, which MQTT reserves for the server's own topics")
+	}
+	return nil
+}
