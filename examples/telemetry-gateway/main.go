@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -32,6 +31,7 @@ import (
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/demo"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/gateway"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/sourceip/sourceip/internal/version"
 	"go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
@@ -56,8 +56,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	if o.version {
-		bi, _ := debug.ReadBuildInfo()
-		fmt.Fprintln(stdout, versionLine(bi))
+		fmt.Fprintln(stdout, "telemetry-gateway", version.String())
 		return 0
 	}
 	if o.demo {
@@ -72,20 +71,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 1
 	}
 	return 0
-}
-
-// versionLine reports the module version the binary was built from, as the
-// go command recorded it: a tag such as v0.1.0 for `go install …@v0.1.0`,
-// "(devel)" for a build from a checkout without VCS stamping.
-func versionLine(bi *debug.BuildInfo) string {
-	if bi == nil {
-		return "telemetry-gateway (no build information)"
-	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	return fmt.Sprintf("telemetry-gateway %s (module %s, %s)", v, bi.Main.Path, bi.GoVersion)
 }
 
 // serve runs the gateway until ctx is done, then drains it. The error is the

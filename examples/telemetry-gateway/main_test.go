@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sourceip/sourceip/examples/internal/e2e"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/fstest"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/sourceip/sourceip/internal/e2e"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -119,7 +119,7 @@ func TestUsageErrors(t *testing.T) {
 func TestVersion(t *testing.T) {
 	var stdout bytes.Buffer
 	require.Equal(t, 0, run(t.Context(), []string{"-version"}, noEnv, &stdout, io.Discard))
-	assert.Regexp(t, `^telemetry-gateway \S+ \(module github\.com/sourceip/sourceip/examples, go1\.\d+`, stdout.String())
+	assert.Regexp(t, `^telemetry-gateway github\.com/sourceip/sourceip/examples \S+, .*go1\.\d+`, stdout.String())
 }
 
 // logLines collects the JSON log lines the command writes and lets a test
