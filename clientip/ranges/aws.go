@@ -3,7 +3,6 @@ package ranges
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/sourceip/sourceip/clientip"
@@ -91,7 +90,7 @@ func ParseAWS(b []byte, f AWSFilter) (clientip.PrefixSet, error) {
 	if err := decodeJSON(b, MaxAWSBytes, awsFormat, &d); err != nil {
 		return clientip.PrefixSet{}, err
 	}
-	if err := require(awsFormat, field{"syncToken", d.SyncToken != nil}, field{"createDate", d.CreateDate != nil},
+	if err := require(awsFormat, at{}, field{"syncToken", d.SyncToken != nil}, field{"createDate", d.CreateDate != nil},
 		field{"prefixes", d.Prefixes != nil}, field{"ipv6_prefixes", d.IPv6Prefixes != nil}); err != nil {
 		return clientip.PrefixSet{}, err
 	}
@@ -108,7 +107,7 @@ func ParseAWS(b []byte, f AWSFilter) (clientip.PrefixSet, error) {
 		{"ipv6_prefixes", "ipv6_prefix", *d.IPv6Prefixes, ipv6Only},
 	} {
 		for i, e := range arr.entries {
-			where := arr.name + "[" + strconv.Itoa(i) + "]"
+			where := at{arr.name, i}
 			text, other := e.IPPrefix, e.IPv6Prefix
 			if arr.fam == ipv6Only {
 				text, other = other, text
@@ -116,13 +115,13 @@ func ParseAWS(b []byte, f AWSFilter) (clientip.PrefixSet, error) {
 			if other != nil {
 				return clientip.PrefixSet{}, fmt.Errorf("%w: %s: %s has both ip_prefix and ipv6_prefix", ErrMalformed, awsFormat, where)
 			}
-			if err := require(awsFormat, field{where + "." + arr.field, text != nil}, field{where + ".region", e.Region != nil},
-				field{where + ".service", e.Service != nil}); err != nil {
+			if err := require(awsFormat, where, field{arr.field, text != nil}, field{"region", e.Region != nil},
+				field{"service", e.Service != nil}); err != nil {
 				return clientip.PrefixSet{}, err
 			}
 			p, reason := parsePrefix(*text, arr.fam, false)
 			if reason != "" {
-				return clientip.PrefixSet{}, invalidEntry(awsFormat+": "+where+"."+arr.field, *text, reason)
+				return clientip.PrefixSet{}, invalidEntry(awsFormat+": "+where.field(arr.field), *text, reason)
 			}
 			if services[*e.Service] && (regions == nil || regions[*e.Region]) {
 				ps = append(ps, p)

@@ -54,7 +54,7 @@ func ParseAzureServiceTags(b []byte, tag string) (clientip.PrefixSet, error) {
 	if err := decodeJSON(b, MaxAzureBytes, azureFormat, &d); err != nil {
 		return clientip.PrefixSet{}, err
 	}
-	if err := require(azureFormat, field{"changeNumber", d.ChangeNumber != nil}, field{"cloud", d.Cloud != nil},
+	if err := require(azureFormat, at{}, field{"changeNumber", d.ChangeNumber != nil}, field{"cloud", d.Cloud != nil},
 		field{"values", d.Values != nil}); err != nil {
 		return clientip.PrefixSet{}, err
 	}
@@ -64,12 +64,12 @@ func ParseAzureServiceTags(b []byte, tag string) (clientip.PrefixSet, error) {
 		names = make(map[string]bool, len(*d.Values))
 	)
 	for i, v := range *d.Values {
-		where := "values[" + strconv.Itoa(i) + "]"
-		if err := require(azureFormat, field{where + ".name", v.Name != nil}, field{where + ".id", v.ID != nil},
-			field{where + ".properties", v.Properties != nil}); err != nil {
+		where := at{"values", i}
+		if err := require(azureFormat, where, field{"name", v.Name != nil}, field{"id", v.ID != nil},
+			field{"properties", v.Properties != nil}); err != nil {
 			return clientip.PrefixSet{}, err
 		}
-		if err := require(azureFormat, field{where + ".properties.addressPrefixes", v.Properties.AddressPrefixes != nil}); err != nil {
+		if err := require(azureFormat, where, field{"properties.addressPrefixes", v.Properties.AddressPrefixes != nil}); err != nil {
 			return clientip.PrefixSet{}, err
 		}
 		if names[*v.Name] {
@@ -81,7 +81,7 @@ func ParseAzureServiceTags(b []byte, tag string) (clientip.PrefixSet, error) {
 		for j, s := range *v.Properties.AddressPrefixes {
 			p, reason := parsePrefix(s, anyFamily, false)
 			if reason != "" {
-				return clientip.PrefixSet{}, invalidEntry(azureFormat+": "+where+".properties.addressPrefixes["+strconv.Itoa(j)+"]", s, reason)
+				return clientip.PrefixSet{}, invalidEntry(azureFormat+": "+where.field("properties.addressPrefixes["+strconv.Itoa(j)+"]"), s, reason)
 			}
 			if match {
 				ps = append(ps, p)

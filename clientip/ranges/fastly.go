@@ -31,7 +31,7 @@ func ParseFastly(b []byte) (clientip.PrefixSet, error) {
 	if err := decodeJSON(b, MaxFastlyBytes, fastlyFormat, &d); err != nil {
 		return clientip.PrefixSet{}, err
 	}
-	if err := require(fastlyFormat, field{"addresses", d.Addresses != nil}, field{"ipv6_addresses", d.IPv6Addresses != nil}); err != nil {
+	if err := require(fastlyFormat, at{}, field{"addresses", d.Addresses != nil}, field{"ipv6_addresses", d.IPv6Addresses != nil}); err != nil {
 		return clientip.PrefixSet{}, err
 	}
 	var ps []netip.Prefix

@@ -3,7 +3,6 @@ package ranges
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/sourceip/sourceip/clientip"
@@ -51,7 +50,7 @@ func ParseGoogleCloud(b []byte, scopes ...string) (clientip.PrefixSet, error) {
 	if err := decodeJSON(b, MaxGoogleCloudBytes, googleFormat, &d); err != nil {
 		return clientip.PrefixSet{}, err
 	}
-	if err := require(googleFormat, field{"syncToken", d.SyncToken != nil}, field{"creationTime", d.CreationTime != nil},
+	if err := require(googleFormat, at{}, field{"syncToken", d.SyncToken != nil}, field{"creationTime", d.CreationTime != nil},
 		field{"prefixes", d.Prefixes != nil}); err != nil {
 		return clientip.PrefixSet{}, err
 	}
@@ -60,7 +59,7 @@ func ParseGoogleCloud(b []byte, scopes ...string) (clientip.PrefixSet, error) {
 	}
 	var ps []netip.Prefix
 	for i, e := range *d.Prefixes {
-		where := "prefixes[" + strconv.Itoa(i) + "]"
+		where := at{"prefixes", i}
 		text, name, fam := e.IPv4Prefix, "ipv4Prefix", ipv4Only
 		switch {
 		case e.IPv4Prefix != nil && e.IPv6Prefix != nil:
@@ -68,14 +67,14 @@ func ParseGoogleCloud(b []byte, scopes ...string) (clientip.PrefixSet, error) {
 		case e.IPv6Prefix != nil:
 			text, name, fam = e.IPv6Prefix, "ipv6Prefix", ipv6Only
 		case e.IPv4Prefix == nil:
-			return clientip.PrefixSet{}, missing(googleFormat, where+".ipv4Prefix or ipv6Prefix")
+			return clientip.PrefixSet{}, missing(googleFormat, where.field("ipv4Prefix or ipv6Prefix"))
 		}
-		if err := require(googleFormat, field{where + ".service", e.Service != nil}, field{where + ".scope", e.Scope != nil}); err != nil {
+		if err := require(googleFormat, where, field{"service", e.Service != nil}, field{"scope", e.Scope != nil}); err != nil {
 			return clientip.PrefixSet{}, err
 		}
 		p, reason := parsePrefix(*text, fam, false)
 		if reason != "" {
-			return clientip.PrefixSet{}, invalidEntry(googleFormat+": "+where+"."+name, *text, reason)
+			return clientip.PrefixSet{}, invalidEntry(googleFormat+": "+where.field(name), *text, reason)
 		}
 		if want == nil || want[*e.Scope] {
 			ps = append(ps, p)

@@ -113,6 +113,23 @@ func missing(format, field string) error {
 	return fmt.Errorf("%w: %s: %s is missing", ErrMalformed, format, field)
 }
 
+// at names an element of a document's array, such as prefixes[12]; the
+// zero at names the document's top level. Its text is built only for an
+// error, so validating an entry does not allocate.
+type at struct {
+	array string
+	index int
+}
+
+func (a at) field(name string) string {
+	if a.array == "" {
+		return name
+	}
+	return a.array + "[" + strconv.Itoa(a.index) + "]." + name
+}
+
+func (a at) String() string { return a.array + "[" + strconv.Itoa(a.index) + "]" }
+
 // field is a required field of a document and whether it was present (and
 // not null).
 type field struct {
@@ -120,11 +137,11 @@ type field struct {
 	present bool
 }
 
-// require reports the first required field that is missing.
-func require(format string, fields ...field) error {
+// require reports the first required field of where that is missing.
+func require(format string, where at, fields ...field) error {
 	for _, f := range fields {
 		if !f.present {
-			return missing(format, f.name)
+			return missing(format, where.field(f.name))
 		}
 	}
 	return nil

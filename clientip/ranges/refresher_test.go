@@ -768,3 +768,48 @@ func TestStatusLogValue(t *testing.T) {
 		}
 	}
 }
+
+// Each provider's document, in its published format, through a local
+// server and a refresher built for that provider.
+func TestRefresherProviders(t *testing.T) {
+	tests := []struct {
+		name     string
+		cfg      SourceConfig
+		doc      string
+		prefixes int
+		inside   string
+	}{
+		{"CloudFront origin-facing from ip-ranges.json", SourceConfig{Provider: ProviderAWS, Services: []string{AWSServiceCloudFrontOriginFacing}},
+			snapAWS, 49, "130.176.88.1"},
+		{"Google Cloud scope from cloud.json", SourceConfig{Provider: ProviderGoogleCloud, Regions: []string{"africa-south1"}},
+			snapGoogleCloud, 5, "34.35.0.1"},
+		{"Azure Front Door from a service-tags URL", SourceConfig{Provider: ProviderAzure, Tag: AzureTagFrontDoorBackend},
+			snapAzure, 170, "13.73.248.17"},
+		{"Fastly public IP list", SourceConfig{Provider: ProviderFastly}, snapFastly, 21, "151.101.1.1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newRangeServer(t, "/doc")
+			srv.docs["/doc"].serve(tc.doc, `"v1"`, "")
+			tc.cfg.Locations = []string{srv.URL + "/doc"}
+			src, err := NewSource(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := NewRefresher(RefresherConfig{Source: src, Client: srv.Client(), Clock: newClock(t0).Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Refresh(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			st := r.Status()
+			if st.Provenance != ProvenanceNetwork || st.Prefixes != tc.prefixes || !r.Current().Contains(netip.MustParseAddr(tc.inside)) {
+				t.Errorf("status %+v", st)
+			}
+			if err := r.Refresh(context.Background()); err != nil || r.Status().Unchanged != 2 {
+				t.Errorf("second refresh (304): %v, %+v", err, r.Status())
+			}
+		})
+	}
+}
