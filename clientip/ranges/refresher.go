@@ -29,7 +29,8 @@ type RefresherConfig struct {
 	Interval time.Duration
 
 	// RetryInterval is the time until the next refresh after a failure or a
-	// refusal. The zero value means five minutes or Interval if that is
+	// refusal (after a shrink or growth refusal, which waits for a person, it
+	// is Interval). The zero value means five minutes or Interval if that is
 	// shorter; it must be between ten seconds and Interval.
 	RetryInterval time.Duration
 
@@ -146,7 +147,7 @@ type Refresher struct {
 	refreshMu sync.Mutex
 	docs      []docState // per document: validators and last accepted set
 	have      bool       // docs describe the current set
-	delivered bool       // OnUpdate accepted the current set
+	delivered bool       // OnUpdate accepted the current set (the trust store has it)
 	pending   *pendingSet
 
 	mu sync.Mutex // guards st
@@ -293,7 +294,7 @@ func (r *Refresher) Run(ctx context.Context) error {
 	defer r.running.Store(false)
 	r.refreshMu.Lock()
 	if cur := r.cur.Load(); cur.set.Len() > 0 {
-		r.deliver(r.now(), cur.set)
+		r.delivered = r.deliver(r.now(), cur.set)
 	}
 	r.refreshMu.Unlock()
 	for ctx.Err() == nil {
@@ -318,15 +319,12 @@ func (r *Refresher) Run(ctx context.Context) error {
 // OnUpdate accepted it (or there is no OnUpdate). Called with refreshMu held.
 func (r *Refresher) deliver(now time.Time, set clientip.PrefixSet) bool {
 	if r.onUpdate == nil {
-		r.delivered = true
 		return true
 	}
 	if err := r.onUpdate(set); err != nil {
 		r.record(now, fmt.Errorf("%w: %w", ErrUpdateRefused, err), &r.st.Rejections)
-		r.delivered = false
 		return false
 	}
-	r.delivered = true
 	return true
 }
 
@@ -396,7 +394,8 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 		if ch.Growth > r.maxGrowth {
 			sentinel, limit = ErrGrowth, fmt.Sprintf("MaxGrowth %s", percent(r.maxGrowth))
 		}
-		return r.record(now, fmt.Errorf("%w: %s, %s; AcceptPending installs it", sentinel, ch, limit), &r.st.Rejections)
+		// The set waits for a person, so the next look is a regular one.
+		return r.recordAfter(now, fmt.Errorf("%w: %s, %s; AcceptPending installs it", sentinel, ch, limit), &r.st.Rejections, r.interval)
 	}
 	if !r.deliver(now, next) {
 		return r.lastError()
@@ -427,7 +426,7 @@ func (r *Refresher) AcceptPending() error {
 func (r *Refresher) confirm(now, confirmed time.Time, set clientip.PrefixSet, docs []docState, counter *uint64) error {
 	prev := r.cur.Load()
 	r.cur.Store(&current{set: set, prov: ProvenanceNetwork, confirmed: confirmed})
-	r.docs, r.have, r.pending = docs, true, nil
+	r.docs, r.have, r.delivered, r.pending = docs, true, true, nil
 	var cacheErr error
 	if r.cacheFile != "" {
 		cacheErr = writeCache(r.cacheFile, r.src, docs, confirmed)
@@ -455,12 +454,17 @@ func (r *Refresher) confirm(now, confirmed time.Time, set clientip.PrefixSet, do
 
 // record reports a failed or refused refresh and schedules a retry.
 func (r *Refresher) record(now time.Time, err error, counter *uint64) error {
+	return r.recordAfter(now, err, counter, r.retry)
+}
+
+// recordAfter is record with the time until the next refresh.
+func (r *Refresher) recordAfter(now time.Time, err error, counter *uint64, wait time.Duration) error {
 	r.mu.Lock()
 	*counter++
 	r.st.LastError = err
 	r.st.LastErrorTime = now
 	r.st.ConsecutiveFailures++
-	r.st.NextRefresh = now.Add(r.jittered(r.retry))
+	r.st.NextRefresh = now.Add(r.jittered(wait))
 	r.mu.Unlock()
 	if r.log != nil {
 		r.log.Warn("ranges: refresh failed; keeping the current set", "source", r.src.String(), "err", err)

@@ -308,6 +308,9 @@ func TestRefresherShrinkGuard(t *testing.T) {
 	if st.Prefixes != 22 || st.Pending != 9 || st.PendingChange.Shrink < 0.9 || st.PendingChange.ShrinkFamily != "IPv4" || h.updateCount() != 0 {
 		t.Fatalf("status %+v", st)
 	}
+	if !st.NextRefresh.Equal(t0.Add(time.Hour)) {
+		t.Errorf("a set waiting for a person is looked at again after Interval, not RetryInterval: %s", st.NextRefresh)
+	}
 	h.clock.Advance(time.Minute)
 	if err := h.r.AcceptPending(); err != nil {
 		t.Fatal(err)
