@@ -7,6 +7,10 @@
 //     protocol source and forwarding headers (X-Forwarded-For, RFC 7239
 //     Forwarded, or one single-address header) under one configured trust
 //     set, and says where the answer came from. Start here.
+//   - [github.com/sourceip/sourceip/clientip/ranges] reads and keeps current
+//     the published origin-facing ranges of CDNs and clouds (Cloudflare,
+//     CloudFront, Google Cloud load balancers, Azure Front Door, Fastly) as
+//     trusted-proxy sets, with dated snapshots as the floor.
 //   - [github.com/sourceip/sourceip/proxyproto] accepts PROXY protocol v1 and v2
 //     only from trusted load balancers, with a header deadline, TLV access and
 //     validation, and hands each connection's layers to clientip.
