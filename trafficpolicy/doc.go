@@ -41,12 +41,11 @@
 //   - trafficDistribution narrows which endpoint serves a Cluster-policy
 //     connection and never changes an address.
 //
-// [ParseService] reads a real Service manifest (YAML or JSON, via
-// sigs.k8s.io/yaml as the API server reads it; no Kubernetes client),
-// validates the fields that matter here and infers the load balancer's kind
-// from well-known cloud annotations; [Service.Matrix] asks every question
-// that Service raises, and [RenderMatrix] writes the answers as a Markdown
-// table to keep next to it. [FullMatrix] is the reference table.
+// [Service] describes a Service for the model; [Service.Matrix] asks every
+// question it raises and [FullMatrix] is the reference table. Reading Service
+// manifests (YAML or JSON) and rendering the answers as a Markdown table live
+// in the trafficpolicy/manifest module, so that this package needs no YAML
+// parser: it imports only the standard library, clientip and proxyproto.
 //
 // Outside the model: load balancers that target pod IPs directly (their
 // traffic never enters KUBE-EXT, so the policies do not apply), host-network
@@ -89,7 +88,6 @@
 //
 // # Concurrency
 //
-// [Expect], [ParseService] and [RenderMatrix] are pure functions of their
-// arguments. [Registry], [HealthServer] and [Prober] are safe for
-// concurrent use.
+// [Expect] and [Service.Matrix] are pure functions of their arguments.
+// [Registry], [HealthServer] and [Prober] are safe for concurrent use.
 package trafficpolicy

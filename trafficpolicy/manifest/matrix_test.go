@@ -1,34 +1,18 @@
-package trafficpolicy
+package manifest
 
 import (
 	"bytes"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sourceip/sourceip/trafficpolicy"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// golden compares got with testdata/name, or rewrites it under -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it):\n got:\n%s\nwant:\n%s", name, got, want)
-	}
-}
 
 func TestRenderMatrixGolden(t *testing.T) {
 	tests := []struct {
@@ -42,9 +26,9 @@ func TestRenderMatrixGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			rows := FullMatrix()
+			rows := trafficpolicy.FullMatrix()
 			if tt.manifest != "" {
-				s, err := ParseService([]byte(tt.manifest))
+				s, err := Parse([]byte(tt.manifest))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -54,14 +38,27 @@ func TestRenderMatrixGolden(t *testing.T) {
 			if err := RenderMatrix(&b, rows); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, tt.file, b.Bytes())
+			path := filepath.Join("testdata", tt.file)
+			if *update {
+				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if !bytes.Equal(b.Bytes(), want) {
+				t.Errorf("%s differs (go test -update rewrites it):\n got:\n%s\nwant:\n%s", tt.file, b.Bytes(), want)
+			}
 		})
 	}
 }
 
 func TestRenderMatrixShape(t *testing.T) {
 	var b bytes.Buffer
-	rows := FullMatrix()
+	rows := trafficpolicy.FullMatrix()
 	if err := RenderMatrix(&b, rows); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +70,7 @@ func TestRenderMatrixShape(t *testing.T) {
 		}
 	}
 	for _, e := range rows {
-		if e.Outcome != Delivered {
+		if e.Outcome != trafficpolicy.Delivered {
 			t.Errorf("FullMatrix row %v is %v; rows assume a local endpoint on an exposed path", e.Case, e.Outcome)
 		}
 	}
@@ -84,7 +81,27 @@ type failWriter struct{}
 func (failWriter) Write([]byte) (int, error) { return 0, os.ErrClosed }
 
 func TestRenderMatrixWriteError(t *testing.T) {
-	if err := RenderMatrix(failWriter{}, FullMatrix()); err == nil {
+	if err := RenderMatrix(failWriter{}, trafficpolicy.FullMatrix()); err == nil {
 		t.Fatal("RenderMatrix hid a write error")
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	data := []byte(gatewayManifest)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRenderFullMatrix(b *testing.B) {
+	rows := trafficpolicy.FullMatrix()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := RenderMatrix(io.Discard, rows); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
