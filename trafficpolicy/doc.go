@@ -63,6 +63,13 @@
 // kube-proxy can probe it instead: in node-local gateways, behind bare-metal
 // load balancers, in labs.
 //
+// A [NodeHealthServer] answers :10256/healthz and /livez as kube-proxy does
+// (KEP-3836): proxier health per IP family, node eligibility from the
+// caller's view of its Node object, and [DataPathCheck]s for what
+// kube-proxy cannot see. Load balancers of Cluster-policy Services probe it;
+// [GCPNodeProbe], [AWSNodeProbe] and [AzureNodeProbe] say where and how
+// often.
+//
 // A HealthServer is an [http.Handler] and runs on any listener. Load
 // balancers that put a PROXY header in front of their health checks (AWS
 // NLB with proxy protocol v2, HAProxy with send-proxy and check-send-proxy)
@@ -89,5 +96,6 @@
 // # Concurrency
 //
 // [Expect] and [Service.Matrix] are pure functions of their arguments.
-// [Registry], [HealthServer] and [Prober] are safe for concurrent use.
+// [Registry], [HealthServer], [NodeHealthServer] and [Prober] are safe for
+// concurrent use.
 package trafficpolicy

@@ -2,6 +2,7 @@ package trafficpolicy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -122,4 +123,45 @@ func ExampleProber_Run() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p.Run(ctx, func(c trafficpolicy.Change) { log.Println(c) })
+}
+
+// Answer a load balancer's node health checks as kube-proxy does on :10256,
+// with the node's state from its Node object and a data-path check that
+// kube-proxy cannot make.
+func ExampleNodeHealthServer() {
+	t0 := time.Date(2026, 5, 4, 3, 2, 1, 0, time.UTC)
+	cniReady := true
+	nh, err := trafficpolicy.NewNodeHealthServer(trafficpolicy.NodeHealthConfig{
+		HealthTimeout: time.Minute,
+		Checks: []trafficpolicy.DataPathCheck{{Name: "cni", Check: func(context.Context) error {
+			if !cniReady {
+				return errors.New("cni plugin not initialized")
+			}
+			return nil
+		}}},
+		Now: func() time.Time { return t0 }, // a fixed clock for the example's output
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	nh.SetNode(trafficpolicy.NodeState{Known: true}) // from a watch on this node's Node object
+	nh.Updated(trafficpolicy.IPv4)                   // after every successful sync of the data path
+
+	ask := func(path string) {
+		rec := httptest.NewRecorder()
+		nh.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		fmt.Println(path, rec.Code, rec.Body.String())
+	}
+	ask("/healthz")
+	nh.SetNode(trafficpolicy.NodeState{Known: true, Taints: []string{trafficpolicy.ToBeDeletedTaint}})
+	ask("/healthz") // the autoscaler is about to delete the node: drain it
+	ask("/livez")   // but do not restart its proxy
+	nh.SetNode(trafficpolicy.NodeState{Known: true})
+	cniReady = false
+	ask("/healthz")
+	// Output:
+	// /healthz 200 {"lastUpdated":"2026-05-04T03:02:01Z","currentTime":"2026-05-04T03:02:01Z","nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-05-04T03:02:01Z","healthy":true}}}
+	// /healthz 503 {"lastUpdated":"2026-05-04T03:02:01Z","currentTime":"2026-05-04T03:02:01Z","nodeEligible":false,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-05-04T03:02:01Z","healthy":true}}}
+	// /livez 200 {"lastUpdated":"2026-05-04T03:02:01Z","currentTime":"2026-05-04T03:02:01Z","healthy":true,"status":{"IPv4":{"lastUpdated":"2026-05-04T03:02:01Z","healthy":true}}}
+	// /healthz 503 {"lastUpdated":"2026-05-04T03:02:01Z","currentTime":"2026-05-04T03:02:01Z","nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-05-04T03:02:01Z","healthy":true}},"failedChecks":["cni"]}
 }
