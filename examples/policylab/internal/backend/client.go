@@ -1,4 +1,4 @@
-package main
+package backend
 
 import (
 	"bufio"
@@ -13,57 +13,62 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sourceip/sourceip/examples/policylab/internal/netns"
+	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
 )
 
-// caller is who opens connections: an external client or a pod.
-type caller struct {
-	name string
-	ns   netns
-	addr dual
+// Caller is who opens connections: an external client or a pod.
+type Caller struct {
+	Name string
+	NS   netns.NS
+	Addr topo.Dual
 }
 
-func (h *host) caller() caller { return caller{h.name, h.ns, h.addr} }
-func (p *pod) caller() caller  { return caller{p.name, p.ns, p.addr} }
+// Caller returns the pod as a caller.
+func (p *Pod) Caller() Caller { return Caller{p.Name, p.NS, p.Addr} }
 
-// Failure kinds of an attempt.
+// Failure kinds of an Attempt.
 const (
-	failNone        = ""
-	failTimeout     = "timeout"     // no answer: the SYN was dropped
-	failRefused     = "refused"     // RST to the SYN
-	failClosed      = "closed"      // accepted, then closed without an answer (a refusing PROXY listener)
-	failUnreachable = "unreachable" // ICMP unreachable
-	failOther       = "error"
+	FailNone        = ""
+	FailTimeout     = "timeout"     // no answer: the SYN was dropped
+	FailRefused     = "refused"     // RST to the SYN
+	FailClosed      = "closed"      // accepted, then closed without an answer (a refusing PROXY listener)
+	FailUnreachable = "unreachable" // ICMP unreachable
+	FailOther       = "error"
 )
 
-// attempt is one connection: who made it, from which address, what the
+// Attempt is one connection: who made it, from which address, what the
 // backend observed, or how it failed.
-type attempt struct {
+type Attempt struct {
 	From   string
-	Client netip.AddrPort // the caller's own socket address: the truth to compare with
+	Worker int            // the load worker that made it (Load), else 0
+	Client netip.AddrPort // the Caller's own socket address: the truth to compare with
 	Start  time.Time
-	Obs    *observation
+	Obs    *Observation
 	Fail   string
 	Err    error
 }
 
-// timeouts bound one attempt.
-type timeouts struct{ connect, io time.Duration }
+// Timeouts bound one Attempt.
+type Timeouts struct{ Connect, IO time.Duration }
 
 // A dropped SYN is retransmitted after 1 s, so a connect timeout just under
 // that still means "the first SYN got no answer", while a process starved
 // by a busy machine for a few hundred milliseconds does not mistake a late
 // wake-up for a drop.
 var (
-	normalTimeouts = timeouts{connect: 2 * time.Second, io: 3 * time.Second}
-	probeTimeouts  = timeouts{connect: 900 * time.Millisecond, io: 2 * time.Second} // for drops and windows
+	// NormalTimeouts bound the connections of a scenario row.
+	NormalTimeouts = Timeouts{Connect: 2 * time.Second, IO: 3 * time.Second}
+	ProbeTimeouts  = Timeouts{Connect: 900 * time.Millisecond, IO: 2 * time.Second} // for drops and windows
 )
 
-// try opens one connection from c to target, sends a tag, and reads the
-// backend's observation.
-func try(ctx context.Context, c caller, target netip.AddrPort, to timeouts, tag string) attempt {
-	a := attempt{From: c.name, Start: time.Now()}
-	dctx, cancel := context.WithTimeout(ctx, to.connect)
-	conn, err := c.ns.dialer()(dctx, "tcp", target.String())
+// Try opens one connection from c to target, sends a tag, and reads the
+// backend's Observation.
+func Try(ctx context.Context, c Caller, target netip.AddrPort, to Timeouts, tag string) Attempt {
+	a := Attempt{From: c.Name, Start: time.Now()}
+	dctx, cancel := context.WithTimeout(ctx, to.Connect)
+	conn, err := c.NS.Dialer()(dctx, "tcp", target.String())
 	cancel()
 	if err != nil {
 		a.Fail, a.Err = classify(err, true), err
@@ -74,7 +79,7 @@ func try(ctx context.Context, c caller, target netip.AddrPort, to timeouts, tag 
 		ap := ta.AddrPort()
 		a.Client = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
-	conn.SetDeadline(time.Now().Add(to.io))
+	conn.SetDeadline(time.Now().Add(to.IO))
 	if _, err := io.WriteString(conn, tag+"\n"); err != nil {
 		a.Fail, a.Err = classify(err, false), err
 		return a
@@ -84,9 +89,9 @@ func try(ctx context.Context, c caller, target netip.AddrPort, to timeouts, tag 
 		a.Fail, a.Err = classify(err, false), err
 		return a
 	}
-	var o observation
+	var o Observation
 	if err := json.Unmarshal(line, &o); err != nil {
-		a.Fail, a.Err = failOther, err
+		a.Fail, a.Err = FailOther, err
 		return a
 	}
 	a.Obs = &o
@@ -97,30 +102,30 @@ func classify(err error, dialing bool) string {
 	var ne net.Error
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return failRefused
+		return FailRefused
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return failUnreachable
+		return FailUnreachable
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		if dialing {
-			return failTimeout
+			return FailTimeout
 		}
-		return failOther
+		return FailOther
 	case !dialing && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)):
-		return failClosed
+		return FailClosed
 	}
-	return failOther
+	return FailOther
 }
 
-// fire makes n attempts from the callers in turn, with a few workers, and
+// Fire makes n attempts from the callers in turn, with a few workers, and
 // returns them in order; fewer when ctx ends.
-func fire(ctx context.Context, from []caller, target netip.AddrPort, n int, to timeouts) []attempt {
-	out := make([]attempt, n)
+func Fire(ctx context.Context, from []Caller, target netip.AddrPort, n int, to Timeouts) []Attempt {
+	out := make([]Attempt, n)
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for range 4 {
 		wg.Go(func() {
 			for i := range next {
-				out[i] = try(ctx, from[i%len(from)], target, to, fmt.Sprintf("a%d", i))
+				out[i] = Try(ctx, from[i%len(from)], target, to, fmt.Sprintf("a%d", i))
 			}
 		})
 	}
@@ -133,22 +138,23 @@ func fire(ctx context.Context, from []caller, target netip.AddrPort, n int, to t
 	return out[:sent]
 }
 
-// load keeps workers making attempts until stop is closed, for the window
-// measurements: each worker starts an attempt every period, or when its
+// Load keeps workers making attempts until stop is closed, for the window
+// measurements: each worker starts an Attempt every period, or when its
 // previous one ended if that took longer, so the attempts sample time evenly
 // without flooding a shared machine.
-func load(ctx context.Context, from []caller, target netip.AddrPort, workers int, period time.Duration, to timeouts, stop <-chan struct{}) <-chan []attempt {
-	res := make(chan []attempt, 1)
+func Load(ctx context.Context, from []Caller, target netip.AddrPort, workers int, period time.Duration, to Timeouts, stop <-chan struct{}) <-chan []Attempt {
+	res := make(chan []Attempt, 1)
 	go func() {
 		var mu sync.Mutex
-		var all []attempt
+		var all []Attempt
 		var wg sync.WaitGroup
 		for w := range workers {
 			wg.Go(func() {
 				tick := time.NewTicker(period)
 				defer tick.Stop()
 				for i := 0; ; i++ {
-					a := try(ctx, from[(w+i)%len(from)], target, to, fmt.Sprintf("w%d-%d", w, i))
+					a := Try(ctx, from[(w+i)%len(from)], target, to, fmt.Sprintf("w%d-%d", w, i))
+					a.Worker = w
 					mu.Lock()
 					all = append(all, a)
 					mu.Unlock()

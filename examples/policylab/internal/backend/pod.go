@@ -1,4 +1,8 @@
-package main
+// Package backend is the lab's pods and callers: the echo backend built on
+// the library (a proxyproto listener under a trust policy, then clientip,
+// one JSON Observation per connection) and the clients that connect to it
+// and record what each connection showed or how it failed.
+package backend
 
 import (
 	"bufio"
@@ -14,14 +18,16 @@ import (
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/policylab/internal/netns"
+	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/sourceip/sourceip/trafficpolicy"
 )
 
-// observation is what the echo backend reports for one connection, every
+// Observation is what the echo backend reports for one connection, every
 // layer apart: the socket peer the kernel shows, the PROXY header (if a
 // trusted upstream sent one), and what clientip resolved from them.
-type observation struct {
+type Observation struct {
 	Tag  string `json:"tag"`
 	Pod  string `json:"pod"`
 	Node string `json:"node"`
@@ -39,73 +45,74 @@ type observation struct {
 	Err         string     `json:"err,omitempty"` // masqueraded, all-trusted or the error text
 }
 
-// backendSetup is how the backend is configured for one scenario: the
-// clientip configuration, and the load balancers it accepts PROXY headers
+// Setup is how the backend is configured for one scenario: the
+// clientip configuration, and the Load balancers it accepts PROXY headers
 // from (none: no header is believed, and one from anybody closes the
 // connection).
-type backendSetup struct {
+type Setup struct {
 	Resolver     clientip.Config
 	ProxyTrusted clientip.PrefixSet
 }
 
-// setupFor configures the backend as the model recommends for e: the
+// SetupFor configures the backend as the model recommends for e: the
 // resolver from Expectation.Config, and a PROXY listener trusting the same
 // hops when the path carries a PROXY header.
-func setupFor(e trafficpolicy.Expectation, n trafficpolicy.Network) (backendSetup, error) {
+func SetupFor(e trafficpolicy.Expectation, n trafficpolicy.Network) (Setup, error) {
 	cfg, err := e.Config(n)
 	if err != nil {
-		return backendSetup{}, err
+		return Setup{}, err
 	}
-	s := backendSetup{Resolver: cfg}
+	s := Setup{Resolver: cfg}
 	if e.ProxyHeader {
 		s.ProxyTrusted = cfg.TrustedProxies
 	}
 	return s, nil
 }
 
-// podState is the condition of a pod's endpoint.
-type podState uint8
+// PodState is the condition of a pod's endpoint.
+type PodState uint8
 
 const (
-	podReady podState = iota
-	podTerminating
-	podGone
+	PodReady PodState = iota
+	PodTerminating
+	PodGone
 )
 
-// pod is one pod of the lab: a network namespace behind a veth to its node,
+// Pod is one pod of the lab: a network namespace behind a veth to its node,
 // with an echo backend whose listening socket lives in that namespace. The
 // backend is served by the lab's process; it is the "small echo backend built
 // on the library" of the issue: a proxyproto listener under a trust policy,
-// then clientip, replying with one JSON observation per connection.
-type pod struct {
-	name string
-	ns   netns
-	node *node
-	addr dual
+// then clientip, replying with one JSON Observation per connection.
+type Pod struct {
+	Name      string
+	NS        netns.NS
+	Node      string // the node's name
+	NodeIndex int    // the node's number, from 1
+	Addr      topo.Dual
 
 	mu      sync.Mutex
-	state   podState
+	State   PodState // set by the lab
 	ln      *proxyproto.Listener
 	serving chan struct{}
 
 	rmu        sync.Mutex
-	rejections []proxyproto.Rejection // since the last takeRejections, at most maxRejections
+	rejections []proxyproto.Rejection // since the last TakeRejections, at most maxRejections
 }
 
 const maxRejections = 1024
 
-// serve (re)starts the backend with setup, replacing the previous listener.
-func (p *pod) serve(setup backendSetup) error {
+// Serve (re)starts the backend with setup, replacing the previous listener.
+func (p *Pod) Serve(setup Setup) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closeLocked()
 	res, err := clientip.New(setup.Resolver)
 	if err != nil {
-		return fmt.Errorf("pod %s: %w", p.name, err)
+		return fmt.Errorf("pod %s: %w", p.Name, err)
 	}
 	inner, err := p.listen()
 	if err != nil {
-		return fmt.Errorf("pod %s: %w", p.name, err)
+		return fmt.Errorf("pod %s: %w", p.Name, err)
 	}
 	ln, err := proxyproto.NewListener(inner, proxyproto.Config{
 		TrustedUpstreams:  setup.ProxyTrusted,
@@ -120,7 +127,7 @@ func (p *pod) serve(setup backendSetup) error {
 	})
 	if err != nil {
 		inner.Close()
-		return fmt.Errorf("pod %s: %w", p.name, err)
+		return fmt.Errorf("pod %s: %w", p.Name, err)
 	}
 	p.ln = ln
 	done := make(chan struct{})
@@ -143,12 +150,12 @@ func (p *pod) serve(setup backendSetup) error {
 // defers close(2) until a goroutine blocked in Accept (the proxyproto
 // listener's acceptor) has left it. So a bind that finds the port in use is
 // retried for up to a second.
-func (p *pod) listen() (net.Listener, error) {
+func (p *Pod) listen() (net.Listener, error) {
 	for i := 0; ; i++ {
 		var ln net.Listener
-		err := p.ns.do(func() error {
+		err := p.NS.Do(func() error {
 			var err error
-			ln, err = net.Listen("tcp", fmt.Sprintf(":%d", targetPort))
+			ln, err = net.Listen("tcp", fmt.Sprintf(":%d", topo.TargetPort))
 			return err
 		})
 		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || i == 200 {
@@ -158,14 +165,14 @@ func (p *pod) listen() (net.Listener, error) {
 	}
 }
 
-// close stops accepting; connections being served finish.
-func (p *pod) close() {
+// Close stops accepting; connections being served finish.
+func (p *Pod) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closeLocked()
 }
 
-func (p *pod) closeLocked() {
+func (p *Pod) closeLocked() {
 	if p.ln == nil {
 		return
 	}
@@ -174,7 +181,7 @@ func (p *pod) closeLocked() {
 	p.ln = nil
 }
 
-func (p *pod) handle(c net.Conn, res *clientip.Resolver) {
+func (p *Pod) handle(c net.Conn, res *clientip.Resolver) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(3 * time.Second))
 	tag, err := bufio.NewReader(io.LimitReader(c, 128)).ReadString('\n')
@@ -183,10 +190,10 @@ func (p *pod) handle(c net.Conn, res *clientip.Resolver) {
 	}
 	f, _ := proxyproto.FactsFromConn(c)
 	r, rerr := res.Resolve(f.Transport(), nil)
-	o := observation{
+	o := Observation{
 		Tag:          strings.TrimSpace(tag),
-		Pod:          p.name,
-		Node:         p.node.name,
+		Pod:          p.Name,
+		Node:         p.Node,
 		Peer:         f.Peer,
 		Local:        f.Local,
 		ProxyVersion: f.Version,
@@ -210,16 +217,16 @@ func (p *pod) handle(c net.Conn, res *clientip.Resolver) {
 	}
 	// Let the client close first, so that its side holds TIME_WAIT and it
 	// never reuses the port at once. A reused port would match conntrack's
-	// TIME_WAIT entry on the load balancer and the node, which reopens it
+	// TIME_WAIT entry on the Load balancer and the node, which reopens it
 	// with its old DNAT binding (RFC 1122 reopen), and a connection would
 	// follow the previous one's path instead of the current rules.
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	io.Copy(io.Discard, io.LimitReader(c, 4096))
 }
 
-// takeRejections returns the connections the PROXY listener refused since
+// TakeRejections returns the connections the PROXY listener refused since
 // the last call.
-func (p *pod) takeRejections() []proxyproto.Rejection {
+func (p *Pod) TakeRejections() []proxyproto.Rejection {
 	p.rmu.Lock()
 	defer p.rmu.Unlock()
 	out := p.rejections

@@ -1,4 +1,6 @@
-package main
+// Package judge compares what the kernel delivered with what
+// trafficpolicy.Expect says, layer by layer, in the words of the report.
+package judge
 
 import (
 	"fmt"
@@ -7,14 +9,15 @@ import (
 	"strings"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/policylab/internal/backend"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/sourceip/sourceip/trafficpolicy"
 )
 
-// layers is what one connection showed at each layer, in the words of the
+// Layers is what one connection showed at each layer, in the words of the
 // report, so that the model's answer and the kernel's can be compared as
 // values.
-type layers struct {
+type Layers struct {
 	Outcome  string // delivered, dropped, refused by the PROXY listener, …
 	Peer     string // socket peer: client, node, load balancer
 	Proxy    string // PROXY header source: client, none
@@ -22,13 +25,13 @@ type layers struct {
 	ClientIP string // clientip's answer: client (socket), client (proxy-protocol), masqueraded (flagged)
 }
 
-const dash = "–"
+const Dash = "–"
 
 const (
-	outDelivered = "delivered"
-	outDropped   = "dropped"
-	outRefusedPP = "refused by PROXY listener"
-	clientFlag   = "masqueraded (flagged)"
+	OutDelivered = "delivered"
+	OutDropped   = "dropped"
+	OutRefusedPP = "refused by PROXY listener"
+	ClientFlag   = "masqueraded (flagged)"
 )
 
 func peerWord(p trafficpolicy.Peer) string {
@@ -40,7 +43,7 @@ func peerWord(p trafficpolicy.Peer) string {
 	case trafficpolicy.PeerLoadBalancer:
 		return "load balancer"
 	case trafficpolicy.PeerNone:
-		return dash
+		return Dash
 	}
 	return "unknown"
 }
@@ -69,48 +72,49 @@ func trusts(t trafficpolicy.Trust, p trafficpolicy.Peer) bool {
 	return false
 }
 
-// expected is the model's answer in the report's words. deployed, when not
+// Expected is the model's answer in the report's words. deployed, when not
 // nil, is the expectation the backend was configured for instead (the
 // load-balancer path of the same Service): its PROXY listener refuses a
 // trusted peer that sends no header (proxyproto's HeaderlessRefuse).
-func expected(exp trafficpolicy.Expectation, deployed *trafficpolicy.Expectation) layers {
+func Expected(exp trafficpolicy.Expectation, deployed *trafficpolicy.Expectation) Layers {
 	switch exp.Outcome {
 	case trafficpolicy.Dropped:
-		return layers{outDropped, dash, dash, dash, dash}
+		return Layers{OutDropped, Dash, Dash, Dash, Dash}
 	case trafficpolicy.NotExposed:
-		return layers{"not exposed", dash, dash, dash, dash}
+		return Layers{"not exposed", Dash, Dash, Dash, Dash}
 	}
-	w := layers{Outcome: outDelivered, Peer: peerWord(exp.Peer), Proxy: "none", Survives: layerWord(exp.Client)}
+	w := Layers{Outcome: OutDelivered, Peer: peerWord(exp.Peer), Proxy: "none", Survives: layerWord(exp.Client)}
 	if exp.ProxyHeader {
 		w.Proxy = "client"
 	}
 	if exp.Recoverable() {
 		w.ClientIP = "client (" + exp.Client.String() + ")"
 	} else {
-		w.ClientIP = clientFlag
+		w.ClientIP = ClientFlag
 	}
 	if deployed != nil && deployed.ProxyHeader && !exp.ProxyHeader && trusts(deployed.Trust, exp.Peer) {
-		w.Outcome, w.Proxy, w.Survives, w.ClientIP = outRefusedPP, dash, dash, dash
+		w.Outcome, w.Proxy, w.Survives, w.ClientIP = OutRefusedPP, Dash, Dash, Dash
 	}
 	return w
 }
 
-func failWord(kind string) string {
+// FailWord names a failure kind in the report's words.
+func FailWord(kind string) string {
 	switch kind {
-	case failTimeout:
-		return outDropped
-	case failRefused:
+	case backend.FailTimeout:
+		return OutDropped
+	case backend.FailRefused:
 		return "refused (RST)"
-	case failClosed:
+	case backend.FailClosed:
 		return "closed without answer"
-	case failUnreachable:
+	case backend.FailUnreachable:
 		return "unreachable"
 	}
 	return "error"
 }
 
-// peerClass names who addr is: the caller itself, a node, the load balancer.
-func peerClass(addr, caller netip.Addr, n trafficpolicy.Network) string {
+// PeerClass names who addr is: the caller itself, a node, the load balancer.
+func PeerClass(addr, caller netip.Addr, n trafficpolicy.Network) string {
 	addr = addr.Unmap()
 	switch {
 	case addr == caller:
@@ -124,12 +128,12 @@ func peerClass(addr, caller netip.Addr, n trafficpolicy.Network) string {
 }
 
 // observed is what one delivered connection showed, in the report's words.
-func observed(a attempt, n trafficpolicy.Network) layers {
+func observed(a backend.Attempt, n trafficpolicy.Network) Layers {
 	if a.Obs == nil {
-		return layers{failWord(a.Fail), dash, dash, dash, dash}
+		return Layers{FailWord(a.Fail), Dash, Dash, Dash, Dash}
 	}
 	o, client := a.Obs, a.Client.Addr()
-	got := layers{Outcome: outDelivered, Peer: peerClass(o.Peer.Addr(), client, n)}
+	got := Layers{Outcome: OutDelivered, Peer: PeerClass(o.Peer.Addr(), client, n)}
 	proxyClient := o.ProxyCommand == proxyproto.CommandProxy.String() && o.ProxySource.Addr() == client
 	switch {
 	case proxyClient:
@@ -155,90 +159,92 @@ func observed(a attempt, n trafficpolicy.Network) layers {
 	case o.Err == "":
 		got.ClientIP = "wrong client " + o.Client.String() + " (" + o.Source + ")"
 	case o.Err == "masqueraded" && o.Masqueraded:
-		got.ClientIP = clientFlag
+		got.ClientIP = ClientFlag
 	default:
 		got.ClientIP = "error: " + o.Err
 	}
 	return got
 }
 
-// tally counts distinct values in first-seen order.
-type tally struct {
-	keys []string
-	n    map[string]int
+// Tally counts distinct values in first-seen order.
+type Tally struct {
+	Keys []string
+	N    map[string]int
 }
 
-func (t *tally) add(k string) {
-	if t.n == nil {
-		t.n = make(map[string]int)
+// Add counts k.
+func (t *Tally) Add(k string) {
+	if t.N == nil {
+		t.N = make(map[string]int)
 	}
-	if t.n[k] == 0 {
-		t.keys = append(t.keys, k)
+	if t.N[k] == 0 {
+		t.Keys = append(t.Keys, k)
 	}
-	t.n[k]++
+	t.N[k]++
 }
 
-func (t *tally) only(k string) bool { return len(t.keys) == 1 && t.keys[0] == k }
+// Only reports whether k is the only value counted.
+func (t *Tally) Only(k string) bool { return len(t.Keys) == 1 && t.Keys[0] == k }
 
-func (t *tally) String() string {
-	if len(t.keys) == 1 {
-		return t.keys[0]
+func (t *Tally) String() string {
+	if len(t.Keys) == 1 {
+		return t.Keys[0]
 	}
-	parts := make([]string, len(t.keys))
-	for i, k := range t.keys {
-		parts[i] = fmt.Sprintf("%s ×%d", k, t.n[k])
+	parts := make([]string, len(t.Keys))
+	for i, k := range t.Keys {
+		parts[i] = fmt.Sprintf("%s ×%d", k, t.N[k])
 	}
 	return strings.Join(parts, ", ")
 }
 
-// judgement is a row's comparison of the kernel with the model.
-type judgement struct {
-	Observed, Expected layers
+// Judgement is a row's comparison of the kernel with the model.
+type Judgement struct {
+	Observed, Expected Layers
 	Peers              []string // distinct socket peers, "class addr"
 	Problems           []string
 }
 
-// judge compares every attempt of a row, layer by layer, with want.
+// Judge compares every backend.Attempt of a row, layer by layer, with want.
 // Connections a PROXY listener refused never reach the backend's handler;
 // they are matched with the listener's rejections, whose peers are the
 // socket peers.
-func judge(atts []attempt, rejections []proxyproto.Rejection, caller netip.Addr, want layers, n trafficpolicy.Network) judgement {
-	var out, peer, proxy, surv, cip tally
+func Judge(atts []backend.Attempt, rejections []proxyproto.Rejection, caller netip.Addr, want Layers, n trafficpolicy.Network) Judgement {
+	var out, peer, proxy, surv, cip Tally
 	peerAddrs := map[string]bool{}
-	var j judgement
+	var j Judgement
 	if len(atts) == 0 {
 		j.Problems = append(j.Problems, "no connection was attempted")
 	}
 	for _, a := range atts {
 		got := observed(a, n)
-		if a.Fail == failClosed && len(rejections) > 0 {
-			got = layers{outRefusedPP, dash, dash, dash, dash}
+		if a.Fail == backend.FailClosed && len(rejections) > 0 {
+			got = Layers{OutRefusedPP, Dash, Dash, Dash, Dash}
 		}
-		out.add(got.Outcome)
-		proxy.add(got.Proxy)
-		surv.add(got.Survives)
-		cip.add(got.ClientIP)
+		out.Add(got.Outcome)
+		proxy.Add(got.Proxy)
+		surv.Add(got.Survives)
+		cip.Add(got.ClientIP)
 		if a.Obs != nil {
-			peer.add(got.Peer)
+			peer.Add(got.Peer)
 			peerAddrs[got.Peer+" "+a.Obs.Peer.Addr().Unmap().String()] = true
 		}
 	}
 	for _, r := range rejections {
-		c := peerClass(r.Peer.Addr(), caller, n)
-		peer.add(c)
+		c := PeerClass(r.Peer.Addr(), caller, n)
+		peer.Add(c)
 		peerAddrs[c+" "+r.Peer.Addr().Unmap().String()] = true
 		if r.Reason != proxyproto.ReasonNoHeader {
 			j.Problems = append(j.Problems, fmt.Sprintf("PROXY listener refused %s: %v", r.Peer, r.Err))
 		}
 	}
-	if peer.keys == nil {
-		peer.add(dash)
+	if peer.Keys == nil {
+		peer.Add(Dash)
 	}
-	j.Observed = layers{out.String(), peer.String(), proxy.String(), surv.String(), cip.String()}
+	j.Observed = Layers{out.String(), peer.String(), proxy.String(), surv.String(), cip.String()}
 	j.Expected = want
 	for _, c := range []struct {
 		name string
-		t    *tally
+		t    *Tally
 		want string
 	}{
 		{"outcome", &out, want.Outcome},
@@ -247,11 +253,11 @@ func judge(atts []attempt, rejections []proxyproto.Rejection, caller netip.Addr,
 		{"client address survives in", &surv, want.Survives},
 		{"clientip", &cip, want.ClientIP},
 	} {
-		if !c.t.only(c.want) {
+		if !c.t.Only(c.want) {
 			j.Problems = append(j.Problems, fmt.Sprintf("%s: kernel %q, model %q", c.name, c.t.String(), c.want))
 		}
 	}
-	if want.Outcome == outRefusedPP && len(rejections) != len(atts) {
+	if want.Outcome == OutRefusedPP && len(rejections) != len(atts) {
 		j.Problems = append(j.Problems, fmt.Sprintf("%d connections closed, %d refusals recorded", len(atts), len(rejections)))
 	}
 	for k := range peerAddrs {

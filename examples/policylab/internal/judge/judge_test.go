@@ -1,4 +1,4 @@
-package main
+package judge
 
 import (
 	"errors"
@@ -7,25 +7,27 @@ import (
 	"testing"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/policylab/internal/backend"
+	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/sourceip/sourceip/trafficpolicy"
 )
 
 var (
-	client1 = netip.AddrPortFrom(clientAddr(1).v4, 40000)
-	lbPeer  = netip.AddrPortFrom(lbInternal.v4, 50000)
-	n3Peer  = netip.AddrPortFrom(nodeAddr(3).v4, 40000)
+	client1 = netip.AddrPortFrom(topo.ClientAddr(1).V4, 40000)
+	lbPeer  = netip.AddrPortFrom(topo.LBInternal.V4, 50000)
+	n3Peer  = netip.AddrPortFrom(topo.NodeAddr(3).V4, 40000)
 )
 
-func delivered(client, peer, proxy netip.AddrPort, resolved netip.Addr, source clientip.Source, errKind string) attempt {
-	o := &observation{Peer: peer, ProxyCommand: "none", Client: resolved, Source: source.String(), Err: errKind}
+func delivered(client, peer, proxy netip.AddrPort, resolved netip.Addr, source clientip.Source, errKind string) backend.Attempt {
+	o := &backend.Observation{Peer: peer, ProxyCommand: "none", Client: resolved, Source: source.String(), Err: errKind}
 	if proxy.IsValid() {
 		o.ProxyCommand, o.ProxySource, o.ProxyVersion = "proxy", proxy, 2
 	}
 	if errKind == "masqueraded" {
 		o.Masqueraded = true
 	}
-	return attempt{Client: client, Obs: o}
+	return backend.Attempt{Client: client, Obs: o}
 }
 
 func TestExpectedWords(t *testing.T) {
@@ -33,22 +35,22 @@ func TestExpectedWords(t *testing.T) {
 		name     string
 		c        trafficpolicy.Case
 		deployed *trafficpolicy.Case
-		want     layers
+		want     Layers
 	}{
 		{"passthrough Cluster", lbCase(trafficpolicy.ExternalCluster, trafficpolicy.LBPassthrough), nil,
-			layers{outDelivered, "node", "none", "lost", clientFlag}},
+			Layers{OutDelivered, "node", "none", "lost", ClientFlag}},
 		{"passthrough Local", lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBPassthrough), nil,
-			layers{outDelivered, "client", "none", "socket", "client (socket)"}},
+			Layers{OutDelivered, "client", "none", "socket", "client (socket)"}},
 		{"PROXY Local", lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBProxyProtocol), nil,
-			layers{outDelivered, "load balancer", "client", "PROXY header", "client (proxy-protocol)"}},
+			Layers{OutDelivered, "load balancer", "client", "PROXY header", "client (proxy-protocol)"}},
 		{"full proxy Local", lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBFullProxy), nil,
-			layers{outDelivered, "load balancer", "none", "lost", clientFlag}},
+			Layers{OutDelivered, "load balancer", "none", "lost", ClientFlag}},
 		{"node port without endpoint, Local", trafficpolicy.Case{Type: trafficpolicy.TypeLoadBalancer, External: trafficpolicy.ExternalLocal, Path: trafficpolicy.PathNodePort},
-			nil, layers{outDropped, dash, dash, dash, dash}},
+			nil, Layers{OutDropped, Dash, Dash, Dash, Dash}},
 		{"pod to VIP, Cluster, backend for the PROXY path", podToVIP(trafficpolicy.ExternalCluster), ptr(lbCase(trafficpolicy.ExternalCluster, trafficpolicy.LBProxyProtocol)),
-			layers{outRefusedPP, "node", dash, dash, dash}},
+			Layers{OutRefusedPP, "node", Dash, Dash, Dash}},
 		{"pod to VIP, Local, backend for the PROXY path", podToVIP(trafficpolicy.ExternalLocal), ptr(lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBProxyProtocol)),
-			layers{outDelivered, "client", "none", "socket", "client (socket)"}},
+			Layers{OutDelivered, "client", "none", "socket", "client (socket)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,7 +59,7 @@ func TestExpectedWords(t *testing.T) {
 				e := trafficpolicy.Expect(*tt.deployed)
 				d = &e
 			}
-			if got := expected(trafficpolicy.Expect(tt.c), d); got != tt.want {
+			if got := Expected(trafficpolicy.Expect(tt.c), d); got != tt.want {
 				t.Errorf("expected = %+v, want %+v", got, tt.want)
 			}
 		})
@@ -71,34 +73,34 @@ func podToVIP(p trafficpolicy.ExternalTrafficPolicy) trafficpolicy.Case {
 }
 
 func TestJudge(t *testing.T) {
-	n := labNetwork()
-	local := expected(trafficpolicy.Expect(lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBPassthrough)), nil)
-	pp := expected(trafficpolicy.Expect(lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBProxyProtocol)), nil)
+	n := topo.Network()
+	local := Expected(trafficpolicy.Expect(lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBPassthrough)), nil)
+	pp := Expected(trafficpolicy.Expect(lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBProxyProtocol)), nil)
 	tests := []struct {
 		name       string
-		atts       []attempt
+		atts       []backend.Attempt
 		rejections []proxyproto.Rejection
-		want       layers
-		problems   []string // substrings, one per expected problem
+		want       Layers
+		problems   []string // substrings, one per Expected problem
 	}{
-		{"client kept", []attempt{delivered(client1, client1, netip.AddrPort{}, client1.Addr(), clientip.SourceSocket, "")}, nil, local, nil},
-		{"client lost where the model keeps it", []attempt{delivered(client1, n3Peer, netip.AddrPort{}, n3Peer.Addr(), clientip.SourceNone, "masqueraded")}, nil, local,
+		{"client kept", []backend.Attempt{delivered(client1, client1, netip.AddrPort{}, client1.Addr(), clientip.SourceSocket, "")}, nil, local, nil},
+		{"client lost where the model keeps it", []backend.Attempt{delivered(client1, n3Peer, netip.AddrPort{}, n3Peer.Addr(), clientip.SourceNone, "masqueraded")}, nil, local,
 			[]string{`socket peer: kernel "node"`, `client address survives in: kernel "lost"`, `clientip: kernel "masqueraded (flagged)"`}},
-		{"PROXY header restores the client", []attempt{delivered(client1, lbPeer, client1, client1.Addr(), clientip.SourceProxyProtocol, "")}, nil, pp, nil},
-		{"PROXY header from a stranger", []attempt{delivered(client1, lbPeer, netip.AddrPortFrom(clientAddr(2).v4, 1), clientAddr(2).v4, clientip.SourceProxyProtocol, "")}, nil, pp,
+		{"PROXY header restores the client", []backend.Attempt{delivered(client1, lbPeer, client1, client1.Addr(), clientip.SourceProxyProtocol, "")}, nil, pp, nil},
+		{"PROXY header from a stranger", []backend.Attempt{delivered(client1, lbPeer, netip.AddrPortFrom(topo.ClientAddr(2).V4, 1), topo.ClientAddr(2).V4, clientip.SourceProxyProtocol, "")}, nil, pp,
 			[]string{"PROXY header", "client address survives in", "clientip"}},
-		{"one dropped among delivered", []attempt{delivered(client1, client1, netip.AddrPort{}, client1.Addr(), clientip.SourceSocket, ""), {Fail: failTimeout}}, nil, local,
+		{"one dropped among delivered", []backend.Attempt{delivered(client1, client1, netip.AddrPort{}, client1.Addr(), clientip.SourceSocket, ""), {Fail: backend.FailTimeout}}, nil, local,
 			[]string{"outcome", "PROXY header", "survives", "clientip"}},
-		{"dropped as expected", []attempt{{Fail: failTimeout}, {Fail: failTimeout}}, nil, layers{outDropped, dash, dash, dash, dash}, nil},
-		{"refused by the PROXY listener", []attempt{{Fail: failClosed}}, []proxyproto.Rejection{{Peer: n3Peer, Reason: proxyproto.ReasonNoHeader, Err: proxyproto.ErrNoHeader}},
-			layers{outRefusedPP, "node", dash, dash, dash}, nil},
-		{"refused for another reason", []attempt{{Fail: failClosed}}, []proxyproto.Rejection{{Peer: n3Peer, Reason: proxyproto.ReasonInvalid, Err: errors.New("bad")}},
-			layers{outRefusedPP, "node", dash, dash, dash}, []string{"PROXY listener refused"}},
+		{"dropped as Expected", []backend.Attempt{{Fail: backend.FailTimeout}, {Fail: backend.FailTimeout}}, nil, Layers{OutDropped, Dash, Dash, Dash, Dash}, nil},
+		{"refused by the PROXY listener", []backend.Attempt{{Fail: backend.FailClosed}}, []proxyproto.Rejection{{Peer: n3Peer, Reason: proxyproto.ReasonNoHeader, Err: proxyproto.ErrNoHeader}},
+			Layers{OutRefusedPP, "node", Dash, Dash, Dash}, nil},
+		{"refused for another reason", []backend.Attempt{{Fail: backend.FailClosed}}, []proxyproto.Rejection{{Peer: n3Peer, Reason: proxyproto.ReasonInvalid, Err: errors.New("bad")}},
+			Layers{OutRefusedPP, "node", Dash, Dash, Dash}, []string{"PROXY listener refused"}},
 		{"nothing attempted", nil, nil, local, []string{"no connection", "outcome", "socket peer", "PROXY header", "survives", "clientip"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			j := judge(tt.atts, tt.rejections, client1.Addr(), tt.want, n)
+			j := Judge(tt.atts, tt.rejections, client1.Addr(), tt.want, n)
 			if len(j.Problems) != len(tt.problems) {
 				t.Fatalf("problems = %q, want %d matching %q", j.Problems, len(tt.problems), tt.problems)
 			}
@@ -112,7 +114,7 @@ func TestJudge(t *testing.T) {
 }
 
 func TestPeerClass(t *testing.T) {
-	n := labNetwork()
+	n := topo.Network()
 	for addr, want := range map[string]string{
 		"192.0.2.11":           "client",
 		"198.51.100.12":        "node",
@@ -124,26 +126,12 @@ func TestPeerClass(t *testing.T) {
 		"203.0.113.138":        "other", // a pod is nobody's masquerade address
 		"192.0.2.12":           "other",
 	} {
-		if got := peerClass(netip.MustParseAddr(addr), client1.Addr(), n); got != want {
+		if got := PeerClass(netip.MustParseAddr(addr), client1.Addr(), n); got != want {
 			t.Errorf("peerClass(%s) = %q, want %q", addr, got, want)
 		}
 	}
 }
 
-func TestSetupFor(t *testing.T) {
-	n := labNetwork()
-	s, err := setupFor(trafficpolicy.Expect(lbCase(trafficpolicy.ExternalCluster, trafficpolicy.LBProxyProtocol)), n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !s.ProxyTrusted.Contains(nodeAddr(2).v4) || !s.Resolver.TrustedProxies.Contains(podGateway(1).v6) || s.ProxyTrusted.Contains(lbInternal.v4) {
-		t.Errorf("Cluster + PROXY: trusted %v, resolver %+v, want the nodes", s.ProxyTrusted, s.Resolver)
-	}
-	s, err = setupFor(trafficpolicy.Expect(lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBFullProxy)), n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.ProxyTrusted.Len() != 0 || s.Resolver.TrustedProxies.Len() != 0 || !s.Resolver.Masquerade.Contains(lbInternal.v4) {
-		t.Errorf("Local + full proxy: %+v, want nothing trusted and the load balancer flagged", s)
-	}
+func lbCase(p trafficpolicy.ExternalTrafficPolicy, k trafficpolicy.LBKind) trafficpolicy.Case {
+	return trafficpolicy.Case{Type: trafficpolicy.TypeLoadBalancer, External: p, Path: trafficpolicy.PathLoadBalancer, LB: k, LocalEndpoint: true}
 }

@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/policylab/internal/kubeproxy"
+	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
 	"github.com/sourceip/sourceip/trafficpolicy"
 )
 
@@ -16,12 +18,12 @@ import (
 // trusted node connect without a header (proxyproto.HeaderlessAllow), the
 // recipe's resolver flags the node as masqueraded instead of naming a client.
 func TestHeaderlessTrustedNodeIsFlagged(t *testing.T) {
-	cfg, err := trafficpolicy.Expect(lbCase(trafficpolicy.ExternalCluster, trafficpolicy.LBProxyProtocol)).Config(labNetwork())
+	cfg, err := trafficpolicy.Expect(trafficpolicy.Case{Type: trafficpolicy.TypeLoadBalancer, Path: trafficpolicy.PathLoadBalancer, LB: trafficpolicy.LBProxyProtocol, LocalEndpoint: true}).Config(topo.Network())
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := clientip.MustNew(cfg)
-	res, err := r.Resolve(clientip.Transport{Peer: netip.AddrPortFrom(nodeAddr(3).v4, 40000)}, nil)
+	res, err := r.Resolve(clientip.Transport{Peer: netip.AddrPortFrom(topo.NodeAddr(3).V4, 40000)}, nil)
 	if !errors.Is(err, clientip.ErrMasqueraded) || !res.Masqueraded {
 		t.Errorf("Resolve(headerless from a trusted node) = %v, %v; want ErrMasqueraded", res, err)
 	}
@@ -41,6 +43,8 @@ func TestOptionsValidate(t *testing.T) {
 		func(o *Options) { o.Timing.Rise = 0 },
 		func(o *Options) { o.Timing.Interval = -time.Second },
 		func(o *Options) { o.Timing.Timeout = 2 * o.Timing.Interval },
+		func(o *Options) { o.Modes = nil },
+		func(o *Options) { o.Modes = []kubeproxy.Mode{"ipvs"} },
 	} {
 		o := DefaultOptions()
 		mutate(&o)

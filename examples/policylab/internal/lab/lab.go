@@ -1,10 +1,11 @@
-package main
+// Package lab builds the policy lab in network namespaces for one
+// kube-proxy mode, runs every scenario in it and removes it again.
+package lab
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -13,7 +14,16 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/sourceip/sourceip/examples/policylab/internal/backend"
+	"github.com/sourceip/sourceip/examples/policylab/internal/kubeproxy"
+	"github.com/sourceip/sourceip/examples/policylab/internal/lb"
+	"github.com/sourceip/sourceip/examples/policylab/internal/netns"
+	"github.com/sourceip/sourceip/examples/policylab/internal/report"
+	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
 	"github.com/sourceip/sourceip/trafficpolicy"
+	"github.com/sourceip/sourceip/trafficpolicy/manifest"
 )
 
 // Options configure a lab run.
@@ -29,6 +39,9 @@ type Options struct {
 
 	// IPv6 adds IPv6 clients where the kernel path allows.
 	IPv6 bool
+
+	// Modes are the kube-proxy modes to run every scenario under.
+	Modes []kubeproxy.Mode
 
 	// Dir holds HAProxy's configuration; "" means a temporary directory that
 	// is removed at the end.
@@ -52,73 +65,93 @@ func (o Options) validate() error {
 		return fmt.Errorf("rise %d and fall %d must be at least 1", o.Timing.Rise, o.Timing.Fall)
 	case o.Timing.Interval <= 0 || o.Timing.Timeout < 0 || o.Timing.Timeout > o.Timing.Interval:
 		return fmt.Errorf("interval %v must be positive and timeout %v at most the interval", o.Timing.Interval, o.Timing.Timeout)
+	case len(o.Modes) == 0:
+		return errors.New("no kube-proxy mode")
+	}
+	for _, m := range o.Modes {
+		if m != kubeproxy.ModeIPTables && m != kubeproxy.ModeNFTables {
+			return fmt.Errorf("unknown kube-proxy mode %q", m)
+		}
 	}
 	return nil
 }
 
-// DefaultOptions are the options of go run ./policylab and the test: probes
-// every 250 ms, each given the whole interval to answer (the machine may be
-// busy), out after 3 failures, in after 2 successes.
+// DefaultOptions are the options of go run . and the test: probes every
+// 250 ms, each given the whole interval to answer (the machine may be busy),
+// out after 3 failures, in after 2 successes, in both kube-proxy modes.
 func DefaultOptions() Options {
 	return Options{
 		Timing:    trafficpolicy.Timing{Interval: 250 * time.Millisecond, Timeout: 250 * time.Millisecond, Rise: 2, Fall: 3},
 		Conns:     24,
 		SkewConns: 300,
 		IPv6:      true,
+		Modes:     []kubeproxy.Mode{kubeproxy.ModeIPTables, kubeproxy.ModeNFTables},
 	}
 }
 
 // host is a namespace with one address per family.
 type host struct {
 	name string
-	ns   netns
-	addr dual
+	ns   netns.NS
+	addr topo.Dual
 }
 
-// node is a Kubernetes node: kube-proxy's rules, the Service's health server
-// on healthCheckNodePort and kube-proxy's own healthz, and its pods.
+func (h *host) caller() backend.Caller { return backend.Caller{Name: h.name, NS: h.ns, Addr: h.addr} }
+
+// node is a Kubernetes node: kube-proxy (an agent process in the node's
+// namespace), and beside it the project's health servers, fed from the same
+// EndpointSlices and Node object.
 type node struct {
 	host
-	index    int
-	registry *trafficpolicy.Registry
-	health   *trafficpolicy.HealthServer
-	servers  []*http.Server
+	index  int
+	agent  *kubeproxy.Agent
+	state  kubeproxy.NodeState
+	reg    *trafficpolicy.Registry
+	health *trafficpolicy.HealthServer
+	nodeHS *trafficpolicy.NodeHealthServer
+	srvs   []*http.Server
 }
 
-// Lab is one run: the namespaces it created, the servers it runs in them,
-// and the Service's state that the nodes' rules and health servers follow.
+// Lab is one run in one kube-proxy mode: the namespaces it created, the
+// servers and processes it runs in them, and the Service's state that the
+// nodes' kube-proxies follow.
 type Lab struct {
 	opt    Options
+	mode   kubeproxy.Mode
 	prefix string
 	dir    string
 	ipv6   bool
 	net    trafficpolicy.Network
 
-	created []netns // namespaces, for cleanup
+	created []netns.NS // namespaces, for cleanup
 
 	sw      host // the two bridges: client network and node network
 	lb      host
 	clients []*host
 	nodes   []*node
-	pods    []*pod // endpoints of the Service
-	caller  *pod   // a pod that is not an endpoint, for in-cluster calls
+	pods    []*backend.Pod // endpoints of the Service
+	caller  *backend.Pod   // a pod that is not an endpoint, for in-cluster calls
 
 	policy  trafficpolicy.ExternalTrafficPolicy
-	pass    *passthroughLB
-	haproxy *haproxyProc
+	svc     *v1.Service           // the Service as kube-proxy has it
+	model   trafficpolicy.Service // the same manifest, as trafficpolicy reads it
+	pass    *lb.Passthrough
+	haproxy *lb.HAProxy
+	res     *report.Mode // where comparisons go
+	resMu   sync.Mutex
 }
 
 func (l *Lab) logf(format string, args ...any) {
 	if l.opt.Logf != nil {
-		l.opt.Logf(format, args...)
+		l.opt.Logf("%s: "+format, append([]any{l.mode}, args...)...)
 	}
 }
 
-func (l *Lab) families() []family {
+func (l *Lab) families() []topo.Family {
 	if l.ipv6 {
-		return []family{4, 6}
+		return []topo.Family{4, 6}
 	}
-	return []family{4}
+	return []topo.Family{4}
 }
 
 func (l *Lab) node(name string) *node {
@@ -130,17 +163,17 @@ func (l *Lab) node(name string) *node {
 	panic("no node " + name)
 }
 
-func (l *Lab) pod(name string) *pod {
+func (l *Lab) pod(name string) *backend.Pod {
 	for _, p := range l.pods {
-		if p.name == name {
+		if p.Name == name {
 			return p
 		}
 	}
 	panic("no pod " + name)
 }
 
-func (l *Lab) newNS(role string) netns {
-	ns := netns(l.prefix + role)
+func (l *Lab) newNS(role string) netns.NS {
+	ns := netns.NS(l.prefix + role)
 	l.created = append(l.created, ns)
 	return ns
 }
@@ -157,40 +190,44 @@ var layout = []struct {
 	{3, nil},
 }
 
-// setup creates the namespaces, links, addresses and routes, and starts the
-// nodes' and pods' servers. On error the caller still calls cleanup.
+// modeTag tells apart the namespaces of the labs of one run.
+func modeTag(m kubeproxy.Mode) string { return string(m[:1]) }
+
+// setup creates the namespaces, links, addresses and routes, starts the
+// project's health servers and kube-proxy on every node. On error the caller
+// still calls cleanup.
 func (l *Lab) setup(ctx context.Context) error {
-	l.prefix = runPrefix(os.Getpid())
-	l.net = labNetwork()
-	if stale, err := sweepStale(ctx); err != nil {
+	l.prefix = netns.Prefix(os.Getpid(), modeTag(l.mode))
+	l.net = topo.Network()
+	if stale, err := netns.SweepStale(ctx); err != nil {
 		return fmt.Errorf("removing stale namespaces: %w", err)
 	} else if len(stale) > 0 {
 		l.logf("removed %d stale namespaces of dead runs: %s", len(stale), strings.Join(stale, " "))
 	}
 
 	l.sw = host{name: "sw", ns: l.newNS("sw")}
-	l.lb = host{name: "lb", ns: l.newNS("lb"), addr: lbExternal}
-	for i := 1; i <= numClients; i++ {
-		l.clients = append(l.clients, &host{name: fmt.Sprintf("c%d", i), ns: l.newNS(fmt.Sprintf("c%d", i)), addr: clientAddr(i)})
+	l.lb = host{name: "lb", ns: l.newNS("lb"), addr: topo.LBExternal}
+	for i := 1; i <= topo.NumClients; i++ {
+		l.clients = append(l.clients, &host{name: fmt.Sprintf("c%d", i), ns: l.newNS(fmt.Sprintf("c%d", i)), addr: topo.ClientAddr(i)})
 	}
 	for _, ly := range layout {
-		n := &node{host: host{name: fmt.Sprintf("n%d", ly.node), ns: l.newNS(fmt.Sprintf("n%d", ly.node)), addr: nodeAddr(ly.node)}, index: ly.node, registry: new(trafficpolicy.Registry)}
+		n := &node{host: host{name: fmt.Sprintf("n%d", ly.node), ns: l.newNS(fmt.Sprintf("n%d", ly.node)), addr: topo.NodeAddr(ly.node)}, index: ly.node, reg: new(trafficpolicy.Registry)}
 		l.nodes = append(l.nodes, n)
 		for k, name := range ly.pods {
-			l.pods = append(l.pods, &pod{name: name, ns: l.newNS(strings.ReplaceAll(name, "-", "")), node: n, addr: podAddr(ly.node, k)})
+			l.pods = append(l.pods, &backend.Pod{Name: name, NS: l.newNS(strings.ReplaceAll(name, "-", "")), Node: n.name, NodeIndex: ly.node, Addr: topo.PodAddr(ly.node, k)})
 		}
 	}
 	// The in-cluster caller runs on n3, which has no endpoint.
-	l.caller = &pod{name: "n3-caller", ns: l.newNS("n3caller"), node: l.nodes[2], addr: podAddr(3, 0)}
+	l.caller = &backend.Pod{Name: "n3-caller", NS: l.newNS("n3caller"), Node: "n3", NodeIndex: 3, Addr: topo.PodAddr(3, 0)}
 
 	var add []string
 	for _, ns := range l.created {
 		add = append(add, "netns add "+string(ns))
 	}
-	if err := ipBatch(ctx, "", add); err != nil {
+	if err := netns.IPBatch(ctx, "", add); err != nil {
 		return err
 	}
-	routers := map[netns]bool{l.lb.ns: true}
+	routers := map[netns.NS]bool{l.lb.ns: true}
 	for _, n := range l.nodes {
 		routers[n.ns] = true
 	}
@@ -205,7 +242,7 @@ func (l *Lab) setup(ctx context.Context) error {
 		if routers[ns] {
 			kv = append(kv, "net.ipv4.ip_forward", "1", "net.ipv6.conf.all.forwarding", "1")
 		}
-		if err := ns.sysctl(kv...); err != nil {
+		if err := ns.Sysctl(kv...); err != nil {
 			return err
 		}
 	}
@@ -213,7 +250,7 @@ func (l *Lab) setup(ctx context.Context) error {
 		return err
 	}
 	for _, n := range l.nodes {
-		if err := l.startNodeServers(n); err != nil {
+		if err := l.startOwnServers(n); err != nil {
 			return err
 		}
 	}
@@ -228,44 +265,44 @@ func (l *Lab) setup(ctx context.Context) error {
 func (l *Lab) wire(ctx context.Context) error {
 	sw := string(l.sw.ns)
 	pfx := func(a netip.Addr, bits int) string { return netip.PrefixFrom(a, bits).String() }
-	batches := map[netns][]string{}
+	batches := map[netns.NS][]string{}
 	swLines := []string{
 		"link add name br-ext type bridge mcast_snooping 0", "link set dev br-ext up",
 		"link add name br-int type bridge mcast_snooping 0", "link set dev br-int up",
 	}
-	attach := func(ns netns, ifname, swName, bridge string) {
+	attach := func(ns netns.NS, ifname, swName, bridge string) {
 		batches[ns] = append(batches[ns], fmt.Sprintf("link add name %s type veth peer name %s netns %s", ifname, swName, sw))
 		swLines = append(swLines, fmt.Sprintf("link set dev %s master %s", swName, bridge), fmt.Sprintf("link set dev %s up", swName))
 	}
-	addrs := func(ns netns, ifname string, lines ...string) {
+	addrs := func(ns netns.NS, ifname string, lines ...string) {
 		for _, s := range lines {
 			batches[ns] = append(batches[ns], fmt.Sprintf("addr add %s dev %s nodad", s, ifname))
 		}
 	}
 	// Load balancer.
-	lb := l.lb.ns
-	batches[lb] = append(batches[lb], "link set dev lo up")
-	attach(lb, "ext", "lbx", "br-ext")
-	attach(lb, "int", "lbi", "br-int")
-	addrs(lb, "ext", pfx(lbExternal.v4, 24), pfx(lbExternal.v6, 64))
-	addrs(lb, "int", pfx(lbInternal.v4, 24), pfx(lbInternal.v6, 64))
-	for _, v := range []dual{vipHAProxy, vipHAProxyPP} {
-		addrs(lb, "lo", pfx(v.v4, 32), pfx(v.v6, 128))
+	lbns := l.lb.ns
+	batches[lbns] = append(batches[lbns], "link set dev lo up")
+	attach(lbns, "ext", "lbx", "br-ext")
+	attach(lbns, "int", "lbi", "br-int")
+	addrs(lbns, "ext", pfx(topo.LBExternal.V4, 24), pfx(topo.LBExternal.V6, 64))
+	addrs(lbns, "int", pfx(topo.LBInternal.V4, 24), pfx(topo.LBInternal.V6, 64))
+	for _, v := range []topo.Dual{topo.VIPHAProxy, topo.VIPHAProxyPP} {
+		addrs(lbns, "lo", pfx(v.V4, 32), pfx(v.V6, 128))
 	}
-	batches[lb] = append(batches[lb], "link set dev ext up", "link set dev int up")
+	batches[lbns] = append(batches[lbns], "link set dev ext up", "link set dev int up")
 	// Clients.
 	for _, c := range l.clients {
 		batches[c.ns] = append(batches[c.ns], "link set dev lo up")
 		attach(c.ns, "eth0", c.name, "br-ext")
-		addrs(c.ns, "eth0", pfx(c.addr.v4, 24), pfx(c.addr.v6, 64))
+		addrs(c.ns, "eth0", pfx(c.addr.V4, 24), pfx(c.addr.V6, 64))
 		batches[c.ns] = append(batches[c.ns], "link set dev eth0 up",
-			"route add default via "+lbExternal.v4.String(), "route add ::/0 via "+lbExternal.v6.String())
+			"route add default via "+topo.LBExternal.V4.String(), "route add ::/0 via "+topo.LBExternal.V6.String())
 	}
 	// Nodes and pods.
-	podsOf := func(n *node) []*pod {
-		var out []*pod
+	podsOf := func(n *node) []*backend.Pod {
+		var out []*backend.Pod
 		for _, p := range append(slices.Clone(l.pods), l.caller) {
-			if p.node == n {
+			if p.Node == n.name {
 				out = append(out, p)
 			}
 		}
@@ -274,45 +311,45 @@ func (l *Lab) wire(ctx context.Context) error {
 	for _, n := range l.nodes {
 		batches[n.ns] = append(batches[n.ns], "link set dev lo up")
 		attach(n.ns, "eth0", n.name, "br-int")
-		addrs(n.ns, "eth0", pfx(n.addr.v4, 24), pfx(n.addr.v6, 64))
+		addrs(n.ns, "eth0", pfx(n.addr.V4, 24), pfx(n.addr.V6, 64))
 		batches[n.ns] = append(batches[n.ns], "link set dev eth0 up",
-			"route add default via "+lbInternal.v4.String(), "route add ::/0 via "+lbInternal.v6.String())
+			"route add default via "+topo.LBInternal.V4.String(), "route add ::/0 via "+topo.LBInternal.V6.String())
 		for _, o := range l.nodes {
 			if o != n {
-				sub := podSubnet(o.index)
+				sub := topo.PodSubnet(o.index)
 				batches[n.ns] = append(batches[n.ns],
-					fmt.Sprintf("route add %s via %s", pfx(sub.v4, podSubnetBits), o.addr.v4),
-					fmt.Sprintf("route add %s via %s", pfx(sub.v6, 64), o.addr.v6))
+					fmt.Sprintf("route add %s via %s", pfx(sub.V4, topo.PodSubnetBits), o.addr.V4),
+					fmt.Sprintf("route add %s via %s", pfx(sub.V6, 64), o.addr.V6))
 			}
 		}
-		gw := podGateway(n.index)
+		gw := topo.PodGateway(n.index)
 		for i, p := range podsOf(n) {
 			veth := fmt.Sprintf("p%d", i)
-			batches[n.ns] = append(batches[n.ns], fmt.Sprintf("link add name %s type veth peer name eth0 netns %s", veth, p.ns))
-			addrs(n.ns, veth, pfx(gw.v4, 32), pfx(gw.v6, 128))
+			batches[n.ns] = append(batches[n.ns], fmt.Sprintf("link add name %s type veth peer name eth0 netns %s", veth, p.NS))
+			addrs(n.ns, veth, pfx(gw.V4, 32), pfx(gw.V6, 128))
 			batches[n.ns] = append(batches[n.ns], "link set dev "+veth+" up",
-				fmt.Sprintf("route add %s dev %s", pfx(p.addr.v4, 32), veth),
-				fmt.Sprintf("route add %s dev %s", pfx(p.addr.v6, 128), veth))
-			batches[p.ns] = append(batches[p.ns], "link set dev lo up")
-			addrs(p.ns, "eth0", pfx(p.addr.v4, 32), pfx(p.addr.v6, 128))
-			batches[p.ns] = append(batches[p.ns], "link set dev eth0 up",
-				fmt.Sprintf("route add %s dev eth0", pfx(gw.v4, 32)),
-				fmt.Sprintf("route add default via %s dev eth0", gw.v4),
-				fmt.Sprintf("route add %s dev eth0", pfx(gw.v6, 128)),
-				fmt.Sprintf("route add ::/0 via %s dev eth0", gw.v6))
+				fmt.Sprintf("route add %s dev %s", pfx(p.Addr.V4, 32), veth),
+				fmt.Sprintf("route add %s dev %s", pfx(p.Addr.V6, 128), veth))
+			batches[p.NS] = append(batches[p.NS], "link set dev lo up")
+			addrs(p.NS, "eth0", pfx(p.Addr.V4, 32), pfx(p.Addr.V6, 128))
+			batches[p.NS] = append(batches[p.NS], "link set dev eth0 up",
+				fmt.Sprintf("route add %s dev eth0", pfx(gw.V4, 32)),
+				fmt.Sprintf("route add default via %s dev eth0", gw.V4),
+				fmt.Sprintf("route add %s dev eth0", pfx(gw.V6, 128)),
+				fmt.Sprintf("route add ::/0 via %s dev eth0", gw.V6))
 		}
 	}
 	// Links first (each veth from the namespace that is not the switch, and
 	// from the node for pods), then the switch's ports, then everything else
 	// in parallel.
-	order := []netns{lb}
+	order := []netns.NS{lbns}
 	for _, c := range l.clients {
 		order = append(order, c.ns)
 	}
 	for _, n := range l.nodes {
 		order = append(order, n.ns)
 	}
-	create := func(ns netns) []string {
+	create := func(ns netns.NS) []string {
 		var out []string
 		for _, s := range batches[ns] {
 			if strings.HasPrefix(s, "link add") {
@@ -322,112 +359,186 @@ func (l *Lab) wire(ctx context.Context) error {
 		return out
 	}
 	for _, ns := range order {
-		if err := ipBatch(ctx, ns, create(ns)); err != nil {
+		if err := netns.IPBatch(ctx, ns, create(ns)); err != nil {
 			return err
 		}
 		batches[ns] = slices.DeleteFunc(batches[ns], func(s string) bool { return strings.HasPrefix(s, "link add") })
 	}
-	if err := ipBatch(ctx, l.sw.ns, swLines); err != nil {
+	if err := netns.IPBatch(ctx, l.sw.ns, swLines); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(l.created))
 	for i, ns := range l.created {
-		wg.Go(func() { errs[i] = ipBatch(ctx, ns, batches[ns]) })
+		wg.Go(func() { errs[i] = netns.IPBatch(ctx, ns, batches[ns]) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// startNodeServers starts node n's health servers: the Service's
-// healthCheckNodePort (a trafficpolicy HealthServer fed by the node's
-// registry) and kube-proxy's own /healthz on 10256, which load balancers
-// probe under Cluster. Both listen on every address of the node's namespace.
-func (l *Lab) startNodeServers(n *node) error {
-	hs, err := trafficpolicy.NewHealthServer(trafficpolicy.HealthConfig{Namespace: svcNamespace, Name: svcName, Endpoints: n.registry})
+// startOwnServers starts the project's health servers on node n, beside
+// kube-proxy's: a trafficpolicy.HealthServer for the Service on
+// topo.OwnHealthPort (fed by the node's Registry) and a
+// trafficpolicy.NodeHealthServer on topo.OwnNodeHealthPort. The Service's
+// server reports serviceProxyHealthy from the node server, as kube-proxy's
+// does from its own.
+func (l *Lab) startOwnServers(n *node) error {
+	nh, err := trafficpolicy.NewNodeHealthServer(trafficpolicy.NodeHealthConfig{HealthTimeout: 60 * time.Second})
 	if err != nil {
 		return err
 	}
-	n.health = hs
-	proxyHealthz := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && r.URL.Path != "/livez" {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		now := time.Now().UTC().Format(time.RFC3339Nano)
-		fmt.Fprintf(w, `{"lastUpdated":%q,"currentTime":%q,"nodeEligible":true,"healthy":true}`, now, now)
-	})
-	for port, h := range map[int]http.Handler{healthCheckNodePort: hs, proxyHealthzPort: proxyHealthz} {
-		var ln net.Listener
-		if err := n.ns.do(func() error {
-			var err error
-			ln, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
-			return err
-		}); err != nil {
+	nh.SetNode(trafficpolicy.NodeState{Known: true})
+	hs, err := trafficpolicy.NewHealthServer(trafficpolicy.HealthConfig{Namespace: topo.SvcNamespace, Name: topo.SvcName, Endpoints: n.reg, ProxyHealthy: nh.ProxyHealthy})
+	if err != nil {
+		return err
+	}
+	n.health, n.nodeHS = hs, nh
+	for port, h := range map[int]http.Handler{topo.OwnHealthPort: hs, topo.OwnNodeHealthPort: nh} {
+		ln, err := n.ns.Listen(fmt.Sprintf(":%d", port))
+		if err != nil {
 			return fmt.Errorf("node %s: %w", n.name, err)
 		}
 		srv := &http.Server{Handler: h, ReadHeaderTimeout: 2 * time.Second}
-		n.servers = append(n.servers, srv)
+		n.srvs = append(n.srvs, srv)
 		go srv.Serve(ln)
 	}
 	return nil
 }
 
-// kubeState returns what kube-proxy knows about the Service in family f.
-func (l *Lab) kubeState(f family) kubeService {
-	s := kubeService{
-		Family:          f,
-		External:        l.policy,
-		ClusterIP:       clusterIP.get(f),
-		LoadBalancerIPs: []netip.Addr{vipPassthrough.get(f), vipHAProxy.get(f), vipHAProxyPP.get(f)},
-		PodCIDR:         podCIDRFor(f),
+// startKubeProxies starts an agent on every node, in parallel.
+func (l *Lab) startKubeProxies(ctx context.Context) error {
+	cidrs := []string{topo.PodCIDR[0].String()}
+	if l.ipv6 {
+		cidrs = append(cidrs, topo.PodCIDR[1].String())
 	}
-	for _, p := range l.pods {
-		switch p.state {
-		case podReady:
-			s.Endpoints = append(s.Endpoints, kubeEndpoint{Addr: p.addr.get(f), Node: p.node.name, Ready: true, Serving: true})
-		case podTerminating:
-			s.Endpoints = append(s.Endpoints, kubeEndpoint{Addr: p.addr.get(f), Node: p.node.name, Serving: true, Terminating: true})
+	for _, n := range l.nodes {
+		a, err := kubeproxy.Start(ctx, string(n.ns), kubeproxy.Config{
+			Mode: l.mode, Node: l.nodeObject(n), ClusterCIDRs: cidrs, HealthzAddr: fmt.Sprintf(":%d", topo.ProxyHealthzPort),
+		})
+		if err != nil {
+			return err
 		}
-	}
-	return s
-}
-
-// syncNode is one kube-proxy sync on n: its rules in every family, then its
-// health server's endpoints (kube-proxy updates both in one sync). Only the
-// IPv4 endpoints are counted, as kube-proxy's primary family's health server
-// does (kubernetes#114702: a dual-stack node serves one family's count).
-func (l *Lab) syncNode(ctx context.Context, n *node) error {
-	for _, f := range l.families() {
-		if err := n.ns.restore(ctx, f, kubeRules(l.kubeState(f), n.name)); err != nil {
-			return fmt.Errorf("node %s: %w", n.name, err)
-		}
-	}
-	for _, p := range l.pods {
-		if p.node != n {
-			continue
-		}
-		ep := netip.AddrPortFrom(p.addr.v4, targetPort)
-		switch p.state {
-		case podReady:
-			n.registry.Set(ep, trafficpolicy.EndpointReady)
-		case podTerminating:
-			n.registry.Set(ep, trafficpolicy.EndpointTerminating)
-		case podGone:
-			n.registry.Remove(ep)
-		}
+		n.agent = a
 	}
 	return nil
 }
 
+func (l *Lab) nodeObject(n *node) *v1.Node {
+	ips := []netip.Addr{n.addr.V4}
+	if l.ipv6 {
+		ips = append(ips, n.addr.V6)
+	}
+	return kubeproxy.NodeObject(n.name, ips, n.state)
+}
+
+// endpoints returns the Service's endpoints as the EndpointSlice controller
+// would list them now.
+func (l *Lab) endpoints() []kubeproxy.Endpoint {
+	var eps []kubeproxy.Endpoint
+	for _, p := range l.pods {
+		for _, f := range l.families() {
+			switch p.State {
+			case backend.PodReady:
+				eps = append(eps, kubeproxy.Endpoint{Addr: p.Addr.Get(f), Node: p.Node, Ready: true, Serving: true})
+			case backend.PodTerminating:
+				eps = append(eps, kubeproxy.Endpoint{Addr: p.Addr.Get(f), Node: p.Node, Serving: true, Terminating: true})
+			}
+		}
+	}
+	return eps
+}
+
+// setPolicy makes the Service's externalTrafficPolicy p: its manifest,
+// read by trafficpolicy for the model and given to every node's kube-proxy
+// (with the current EndpointSlices), and every node's comparison of the
+// health answers.
+func (l *Lab) setPolicy(ctx context.Context, p trafficpolicy.ExternalTrafficPolicy) error {
+	data := topo.ServiceManifest(p)
+	model, err := manifest.Parse(data)
+	if err != nil {
+		return fmt.Errorf("the lab's manifest: %w", err)
+	}
+	if model.ExternalTrafficPolicy != p {
+		return fmt.Errorf("the lab's manifest for %s says %s", p, model.ExternalTrafficPolicy)
+	}
+	svc, err := kubeproxy.DecodeService(data)
+	if err != nil {
+		return err
+	}
+	l.policy, l.model, l.svc = p, model, svc
+	return l.syncAll(ctx, "Service "+p.String(), true)
+}
+
+// syncNode is one change reaching kube-proxy on n: the current
+// EndpointSlices (and the Service, when withService), synced in every
+// family; then the project's servers learn the same (the Registry from the
+// same endpoints, the node server's per-family Updated), and both answers
+// are compared. It returns when kube-proxy's sync ended.
+func (l *Lab) syncNode(ctx context.Context, n *node, moment string, withService bool) (time.Time, error) {
+	req := kubeproxy.Request{Slices: kubeproxy.Slices(l.svc, "http", topo.TargetPort, l.endpoints())}
+	if withService {
+		req.Service = l.svc
+	}
+	for _, f := range l.families() {
+		n.nodeHS.QueuedUpdate(ownFamily(f))
+	}
+	rep, err := n.agent.Do(ctx, req)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("node %s: %w", n.name, err)
+	}
+	synced := rep.SyncedAt()
+	// kube-proxy's health check node port counts the endpoints of one
+	// family, that of the proxier that got the port (kubernetes#114702);
+	// every pod here has both, so the Registry holds the IPv4 ones. Holding
+	// both would count each pod twice.
+	for _, p := range l.pods {
+		if p.Node != n.name {
+			continue
+		}
+		ep := netip.AddrPortFrom(p.Addr.V4, topo.TargetPort)
+		switch p.State {
+		case backend.PodReady:
+			n.reg.Set(ep, trafficpolicy.EndpointReady)
+		case backend.PodTerminating:
+			n.reg.Set(ep, trafficpolicy.EndpointTerminating)
+		case backend.PodGone:
+			n.reg.Remove(ep)
+		}
+	}
+	for _, f := range l.families() {
+		n.nodeHS.Updated(ownFamily(f))
+	}
+	l.compare(ctx, n, moment)
+	return synced, nil
+}
+
+func ownFamily(f topo.Family) trafficpolicy.IPFamily {
+	if f == 6 {
+		return trafficpolicy.IPv6
+	}
+	return trafficpolicy.IPv4
+}
+
+// setNodeState gives node n a new state: kube-proxy's NodeManager and the
+// project's node server learn it, and their answers are compared.
+func (l *Lab) setNodeState(ctx context.Context, n *node, st kubeproxy.NodeState, moment string) error {
+	n.state = st
+	if _, err := n.agent.Do(ctx, kubeproxy.Request{Node: l.nodeObject(n)}); err != nil {
+		return err
+	}
+	n.nodeHS.SetNode(trafficpolicy.NodeState{Known: true, Deleting: st.Deleting, Taints: st.Taints})
+	l.compare(ctx, n, moment)
+	return nil
+}
+
 // syncAll syncs every node, in parallel.
-func (l *Lab) syncAll(ctx context.Context) error {
+func (l *Lab) syncAll(ctx context.Context, moment string, withService bool) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(l.nodes))
 	for i, n := range l.nodes {
-		wg.Go(func() { errs[i] = l.syncNode(ctx, n) })
+		wg.Go(func() {
+			_, errs[i] = l.syncNode(ctx, n, moment, withService)
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -438,7 +549,7 @@ func (l *Lab) nodesWithEndpoints() []string {
 	var out []string
 	for _, n := range l.nodes {
 		for _, p := range l.pods {
-			if p.node == n && p.state == podReady {
+			if p.Node == n.name && p.State == backend.PodReady {
 				out = append(out, n.name)
 				break
 			}
@@ -455,37 +566,50 @@ func (l *Lab) nodeNames() []string {
 	return out
 }
 
+func (l *Lab) lbNodes() []lb.Node {
+	var out []lb.Node
+	for _, n := range l.nodes {
+		out = append(out, lb.Node{Name: n.name, Addr: n.addr})
+	}
+	return out
+}
+
 // cleanup stops everything the lab started and deletes its namespaces, which
 // takes every veth and bridge with it. It uses its own context so that it
 // also runs after the lab's was cancelled.
 func (l *Lab) cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l.pass.stop()
-	l.haproxy.stop()
+	if l.pass != nil {
+		l.pass.Stop()
+	}
+	l.haproxy.Stop()
 	for _, p := range append(slices.Clone(l.pods), l.caller) {
 		if p != nil {
-			p.close()
+			p.Close()
 		}
 	}
+	var wg sync.WaitGroup
 	for _, n := range l.nodes {
-		for _, s := range n.servers {
+		for _, s := range n.srvs {
 			s.Close()
 		}
+		wg.Go(n.agent.Stop)
 	}
+	wg.Wait()
 	var names []string
 	for _, ns := range l.created {
-		if _, err := os.Stat(ns.path()); err == nil {
+		if _, err := os.Stat(ns.Path()); err == nil {
 			names = append(names, string(ns))
 		}
 	}
-	err := deleteNamespaces(ctx, names)
+	err := netns.Delete(ctx, names)
 	if l.dir != "" && l.opt.Dir == "" {
 		os.RemoveAll(l.dir)
 	}
-	left, lerr := labNamespaces(ctx)
-	for name, pid := range left {
-		if pid == os.Getpid() {
+	left, lerr := netns.Owned(ctx)
+	for name := range left {
+		if strings.HasPrefix(name, l.prefix) {
 			err = errors.Join(err, fmt.Errorf("namespace %s left behind", name))
 		}
 	}
@@ -500,15 +624,15 @@ func (l *Lab) cleanup() error {
 // would show up as a dropped connection in the first scenario.
 func (l *Lab) settle(ctx context.Context) error {
 	type pair struct {
-		from netns
-		to   dual
+		from netns.NS
+		to   topo.Dual
 	}
 	var pairs []pair
 	for _, c := range l.clients {
-		pairs = append(pairs, pair{c.ns, lbExternal})
+		pairs = append(pairs, pair{c.ns, topo.LBExternal})
 	}
 	for _, n := range l.nodes {
-		pairs = append(pairs, pair{l.lb.ns, n.addr}, pair{n.ns, lbInternal})
+		pairs = append(pairs, pair{l.lb.ns, n.addr}, pair{n.ns, topo.LBInternal})
 		for _, o := range l.nodes {
 			if o != n {
 				pairs = append(pairs, pair{n.ns, o.addr})
@@ -516,19 +640,19 @@ func (l *Lab) settle(ctx context.Context) error {
 		}
 	}
 	for _, p := range append(slices.Clone(l.pods), l.caller) {
-		pairs = append(pairs, pair{p.ns, podGateway(p.node.index)}, pair{p.node.ns, p.addr})
+		pairs = append(pairs, pair{p.NS, topo.PodGateway(p.NodeIndex)}, pair{l.node(p.Node).ns, p.Addr})
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(pairs)*2)
 	for i, p := range pairs {
 		for j, f := range l.families() {
 			wg.Go(func() {
-				target := netip.AddrPortFrom(p.to.get(f), 1)
+				target := netip.AddrPortFrom(p.to.Get(f), 1)
 				var err error
 				for range 5 {
-					c := caller{name: string(p.from), ns: p.from}
-					a := try(ctx, c, target, timeouts{connect: 1500 * time.Millisecond, io: time.Second}, "settle")
-					if a.Fail == failRefused {
+					c := backend.Caller{Name: string(p.from), NS: p.from}
+					a := backend.Try(ctx, c, target, backend.Timeouts{Connect: 1500 * time.Millisecond, IO: time.Second}, "settle")
+					if a.Fail == backend.FailRefused {
 						return
 					}
 					err = fmt.Errorf("%s → %s: %s %v", p.from, target, a.Fail, a.Err)

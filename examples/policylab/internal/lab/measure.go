@@ -1,51 +1,34 @@
-package main
+package lab
 
 import (
 	"context"
 	"fmt"
 	"math"
-	"net/netip"
 	"slices"
 	"strconv"
 	"time"
 
+	"github.com/sourceip/sourceip/examples/policylab/internal/backend"
+	"github.com/sourceip/sourceip/examples/policylab/internal/judge"
+	"github.com/sourceip/sourceip/examples/policylab/internal/lb"
+	"github.com/sourceip/sourceip/examples/policylab/internal/report"
+	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
 	"github.com/sourceip/sourceip/trafficpolicy"
 )
-
-// skewPod is one pod's share of the skew measurement.
-type skewPod struct {
-	Pod, Node string
-	Count     int
-	Share     float64 // measured
-	Even      float64 // what even spreading over nodes gives it
-	Weighted  float64 // what spreading by the health check's weight header would give it
-}
-
-// skewResult is scenario 6.
-type skewResult struct {
-	Conns, Delivered int
-	Members          []string
-	Pods             []skewPod
-	Health           []healthSnap
-	Tolerance        float64
-	Problems         []string
-}
-
-func (s *skewResult) Pass() bool { return len(s.Problems) == 0 }
 
 // measureSkew sends SkewConns connections through the passthrough load
 // balancer under Local: it spreads over the healthy nodes evenly, each node
 // over its own pods, so a pod alone on its node gets twice the share of a pod
-// with a sibling. The health answers' X-Load-Balancing-Endpoint-Weight says
-// what a weighting load balancer would do instead.
-func (l *Lab) measureSkew(ctx context.Context) (*skewResult, error) {
-	e := trafficpolicy.Expect(lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBPassthrough))
+// with a sibling. kube-proxy's X-Load-Balancing-Endpoint-Weight says what a
+// weighting load balancer would do instead.
+func (l *Lab) measureSkew(ctx context.Context) (*report.Skew, error) {
+	e := trafficpolicy.Expect(l.lbCase(trafficpolicy.LBPassthrough))
 	if err := l.configure(e); err != nil {
 		return nil, err
 	}
-	_, members, _ := l.pass.snapshot()
-	res := &skewResult{Conns: l.opt.SkewConns, Members: members, Health: l.healthOf(ctx), Tolerance: 0.10}
-	atts := fire(ctx, l.clientCallers(), svcAddr(vipPassthrough, 4), l.opt.SkewConns, normalTimeouts)
+	_, members, _ := l.pass.Snapshot()
+	res := &report.Skew{Conns: l.opt.SkewConns, Members: members, Health: l.healthOf(ctx), Tolerance: 0.10}
+	atts := backend.Fire(ctx, l.clientCallers(), svcAddr(topo.VIPPassthrough, 4), l.opt.SkewConns, backend.NormalTimeouts)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -59,18 +42,22 @@ func (l *Lab) measureSkew(ctx context.Context) (*skewResult, error) {
 	if res.Delivered != res.Conns {
 		res.Problems = append(res.Problems, fmt.Sprintf("%d of %d connections failed", res.Conns-res.Delivered, res.Conns))
 	}
+	ready := func(node string) int {
+		n := 0
+		for _, p := range l.pods {
+			if p.Node == node && p.State == backend.PodReady {
+				n++
+			}
+		}
+		return n
+	}
 	weights := map[string]int{}
 	total := 0
 	for _, h := range res.Health {
 		w, _ := strconv.Atoi(h.Weight)
 		weights[h.Node] = w
 		total += w
-		want := 0
-		for _, p := range l.pods {
-			if p.node.name == h.Node && p.state == podReady {
-				want++
-			}
-		}
+		want := ready(h.Node)
 		wantCode := 200
 		if want == 0 {
 			wantCode = 503
@@ -80,26 +67,21 @@ func (l *Lab) measureSkew(ctx context.Context) (*skewResult, error) {
 		}
 	}
 	for _, p := range l.pods {
-		local := 0
-		for _, q := range l.pods {
-			if q.node == p.node && q.state == podReady {
-				local++
-			}
-		}
-		sp := skewPod{Pod: p.name, Node: p.node.name, Count: count[p.name]}
+		local := ready(p.Node)
+		sp := report.SkewPod{Pod: p.Name, Node: p.Node, Count: count[p.Name]}
 		sp.Share = float64(sp.Count) / float64(max(res.Delivered, 1))
-		if slices.Contains(members, p.node.name) && local > 0 {
+		if slices.Contains(members, p.Node) && local > 0 {
 			sp.Even = 1 / float64(len(members)) / float64(local)
 		}
 		if total > 0 && local > 0 {
-			sp.Weighted = float64(weights[p.node.name]) / float64(total) / float64(local)
+			sp.Weighted = float64(weights[p.Node]) / float64(total) / float64(local)
 		}
 		if math.Abs(sp.Share-sp.Even) > res.Tolerance {
-			res.Problems = append(res.Problems, fmt.Sprintf("%s: share %.2f, expected %.2f ± %.2f", p.name, sp.Share, sp.Even, res.Tolerance))
+			res.Problems = append(res.Problems, fmt.Sprintf("%s: share %.2f, expected %.2f ± %.2f", p.Name, sp.Share, sp.Even, res.Tolerance))
 		}
 		res.Pods = append(res.Pods, sp)
 	}
-	l.logf("skew: %s", verdictWord(res.Pass()))
+	l.logf("skew: %s", report.VerdictWord(res.Pass()))
 	return res, nil
 }
 
@@ -111,7 +93,10 @@ type windowSpec struct {
 	WantUp bool
 	Model  string // which prediction
 	Window trafficpolicy.Window
-	Change func(ctx context.Context) error
+	From   backend.PodState // the pod's state before the change
+	// Change makes the change and returns when kube-proxy's sync of it
+	// ended.
+	Change func(ctx context.Context) (time.Time, error)
 
 	// Case is the model's question for a connection the load balancer still
 	// sends to Node inside the window.
@@ -121,63 +106,30 @@ type windowSpec struct {
 	WantFailures bool
 }
 
-// windowResult is one measured transition.
-type windowResult struct {
-	Spec        windowSpec
-	Expect      trafficpolicy.Expectation
-	Allowed     trafficpolicy.Window
-	Sync        time.Duration // the change → kube-proxy's sync done (rules and health answer)
-	FirstFail   time.Duration // the prober's first observation of the streak, from the sync
-	Crossed     time.Duration // the observation that crossed the threshold, from the sync: the load balancer's decision
-	Measured    time.Duration // the sync → the load balancer's rules rebuilt
-	Propagation time.Duration // the decision → the rules rebuilt
-	Unanswered  int           // probes of the node that got no answer in time while the prober decided
-	threshold   int           // fall or rise
-	Attempts    int
-	InWindow    int // attempts started inside the window
-	Failures    int // failed attempts
-	Outside     int // failed attempts outside the window
-	LastFail    time.Duration
-	Kinds       tally
-	ServedOn    int      // attempts inside the window served by a pod on Node
-	ServedAfter int      // attempts after the window served by a pod on Node
-	Errors      []string // distinct errors of failures classified as "error"
-	Problems    []string
-}
-
-func (w *windowResult) Pass() bool { return len(w.Problems) == 0 }
-
-// A window measurement's load: loadWorkers workers, each starting a
-// connection every loadPeriod (about 200 a second in all). A dropped
-// connection holds its worker for the connect timeout, so several workers
-// keep sampling meanwhile.
-const (
-	loadWorkers = 8
-	loadPeriod  = 40 * time.Millisecond
-)
-
-// windowSlack is the scheduling slack added to the model's window, on top of
-// one probe interval either way: a round that starts just before the change
-// may observe it, and on a shared machine rounds start late.
-const windowSlack = 150 * time.Millisecond
-
 // allowed widens the model's window by one interval below and one interval
-// plus windowSlack above.
-func allowed(w trafficpolicy.Window, interval time.Duration) trafficpolicy.Window {
-	return trafficpolicy.Window{Min: max(w.Min-interval, 0), Max: w.Max + interval + windowSlack}
+// plus slack above.
+func allowed(w trafficpolicy.Window, interval, slack time.Duration) trafficpolicy.Window {
+	return trafficpolicy.Window{Min: max(w.Min-interval, 0), Max: w.Max + interval + slack}
 }
 
 // measureWindow drives load through the passthrough load balancer from both
 // clients, applies the change, waits for the prober's membership change to be
 // applied, keeps the load going for a while, and sorts the attempts into
 // inside and outside the window.
-func (l *Lab) measureWindow(ctx context.Context, spec windowSpec) (*windowResult, error) {
-	res := &windowResult{Spec: spec, Expect: trafficpolicy.Expect(spec.Case)}
+//
+// The window's bounds are widened for a slow machine from what it measured
+// itself: by twice the slowest probe answer of the node (a probe that comes
+// back late lands its result in a later round), and by one threshold of
+// intervals per probe that got no answer at all. Every duration is measured
+// forwards from the change, so none is negative.
+func (l *Lab) measureWindow(ctx context.Context, spec windowSpec, try int) (*report.Window, error) {
+	res := &report.Window{Name: spec.Name, Event: spec.Event, Node: spec.Node, Try: try, WantUp: spec.WantUp, Model: spec.Model,
+		Predicted: spec.Window, Expect: trafficpolicy.Expect(spec.Case)}
 	iv := l.opt.Timing.Interval
-	res.Allowed = allowed(spec.Window, iv)
-	from := l.pass.eventCount()
+	from := l.pass.EventCount()
 	stop := make(chan struct{})
-	done := load(ctx, l.clientCallers(), svcAddr(vipPassthrough, 4), loadWorkers, loadPeriod, probeTimeouts, stop)
+	lbTimeouts := backend.Timeouts{Connect: report.LoadConnectTimeout, IO: backend.ProbeTimeouts.IO}
+	done := backend.Load(ctx, l.clientCallers(), svcAddr(topo.VIPPassthrough, 4), report.LoadWorkers, report.LoadPeriod, lbTimeouts, stop)
 	defer func() {
 		select {
 		case <-stop:
@@ -186,36 +138,92 @@ func (l *Lab) measureWindow(ctx context.Context, spec windowSpec) (*windowResult
 			<-done
 		}
 	}()
-	time.Sleep(iv) // traffic before the change: the baseline, which must not fail
-	t0 := time.Now()
-	if err := spec.Change(ctx); err != nil {
-		return nil, err
+	// Traffic before the change, the baseline, which must not fail: one
+	// interval of load.
+	select {
+	case <-time.After(iv):
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	tSync := time.Now()
-	ev, err := l.pass.waitEvent(ctx, from, func(e lbEvent) bool { return e.Change.Target == spec.Node && e.Change.Up == spec.WantUp }, res.Allowed.Max+5*time.Second)
+	t0 := time.Now()
+	synced, err := spec.Change(ctx)
 	if err != nil {
 		return nil, err
 	}
-	time.Sleep(iv + 100*time.Millisecond) // traffic after the rebuild, which must not fail
+	// The agent reports the sync's end by the wall clock; the lab measures
+	// with the monotonic one. Take the later of the two readings.
+	tSync := max(synced.Sub(t0), 0)
+	limit := spec.Window.Max + 2*iv + 5*time.Second
+	ev, err := l.pass.WaitEvent(ctx, from, func(e lb.Event) bool { return e.Change.Target == spec.Node && e.Change.Up == spec.WantUp }, limit)
+	if err != nil {
+		return nil, err
+	}
+	// Traffic after the rebuild, which must not fail either.
+	select {
+	case <-time.After(iv + 100*time.Millisecond):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	close(stop)
 	atts := <-done
-	res.Sync = tSync.Sub(t0)
-	res.Measured = ev.Applied.Sub(tSync)
-	res.FirstFail = ev.Change.Since.Sub(tSync)
-	res.Crossed = ev.Change.At.Sub(tSync)
-	res.Propagation = ev.Applied.Sub(ev.Change.At)
-	// The model assumes every probe is answered within Timeout. A probe that
-	// is not (a busy machine) counts as a failure and can restart the streak,
-	// which costs up to one threshold of intervals; widen the bound by that
-	// much per such probe, and say so.
-	host := netip.AddrPortFrom(l.node(spec.Node).addr.v4, uint16(l.pass.port)).String()
-	res.Unanswered = l.pass.probes.unanswered(host, tSync.Add(-iv), ev.Change.At)
+	tEnd := time.Since(t0)
+
+	syncAt := t0.Add(tSync)
+	res.Sync = tSync
+	res.Applied = ev.Applied.Sub(syncAt)
+	// A round under way when the sync ended may see its answer: it started
+	// before the sync's end, and counts from it.
+	res.FirstSaw = max(ev.Change.Since.Sub(syncAt), 0)
+	res.Crossed = max(ev.Change.At.Sub(syncAt), 0)
+	res.Propagation = max(ev.Applied.Sub(ev.Change.At), 0)
+
+	probes := l.pass.Probes(spec.Node, t0.Add(-2*iv), t0.Add(tEnd))
+	var slowest time.Duration
+	for _, p := range probes {
+		if !p.Start.Before(syncAt.Add(-iv)) && !p.Start.After(ev.Change.At) {
+			if !p.Answered {
+				res.Unanswered++
+			}
+			slowest = max(slowest, p.Took)
+		}
+	}
 	threshold := l.opt.Timing.Fall
 	if spec.WantUp {
 		threshold = l.opt.Timing.Rise
 	}
-	res.threshold = threshold
-	res.Allowed.Max += time.Duration(res.Unanswered*threshold) * iv
+	slack := max(report.WindowSlack, 2*slowest)
+	res.Allowed = allowed(spec.Window, iv, slack)
+	res.Margin = fmt.Sprintf("slowest probe %s", report.Ms(slowest))
+	if res.Unanswered > 0 {
+		res.Allowed.Max += time.Duration(res.Unanswered*threshold) * iv
+		res.Margin += fmt.Sprintf("; %d probe(s) unanswered: + %d intervals each", res.Unanswered, threshold)
+	}
+
+	// The timeline, for the SVG.
+	tl := report.Timeline{Sync: tSync, Decided: ev.Change.At.Sub(t0), Applied: ev.Applied.Sub(t0), End: tEnd}
+	for _, p := range probes {
+		tl.Probes = append(tl.Probes, report.ProbeMark{At: p.Start.Sub(t0), Code: p.Code})
+	}
+	events, _, _ := l.pass.Snapshot()
+	member := !spec.WantUp // the node's membership before the change
+	spanFrom := -2 * iv
+	for _, e := range events[from:] {
+		if e.Change.Target != spec.Node {
+			continue
+		}
+		at := e.Applied.Sub(t0)
+		if member && !e.Change.Up {
+			tl.Member = append(tl.Member, report.Span{From: spanFrom, To: at})
+		}
+		if e.Change.Up {
+			spanFrom = at
+		}
+		member = e.Change.Up
+	}
+	if member {
+		tl.Member = append(tl.Member, report.Span{From: spanFrom, To: tEnd})
+	}
+
 	end := ev.Applied.Sub(t0)
 	const eps = 50 * time.Millisecond
 	for _, a := range atts {
@@ -224,6 +232,14 @@ func (l *Lab) measureWindow(ctx context.Context, spec windowSpec) (*windowResult
 		}
 		res.Attempts++
 		off := a.Start.Sub(t0)
+		mark := report.ConnMark{At: off, Worker: a.Worker, Outcome: "other"}
+		switch {
+		case a.Fail != "":
+			mark.Outcome = "failed"
+		case a.Obs.Node == spec.Node:
+			mark.Outcome = "node"
+		}
+		tl.Conns = append(tl.Conns, mark)
 		inside := off >= -eps && off <= end+eps
 		if off >= 0 && off <= end {
 			res.InWindow++
@@ -238,8 +254,8 @@ func (l *Lab) measureWindow(ctx context.Context, spec windowSpec) (*windowResult
 			continue
 		}
 		res.Failures++
-		res.Kinds.add(failWord(a.Fail))
-		if a.Fail == failOther && len(res.Errors) < 3 && !slices.Contains(res.Errors, a.Err.Error()) {
+		res.Kinds.Add(judge.FailWord(a.Fail))
+		if a.Fail == backend.FailOther && len(res.Errors) < 3 && !slices.Contains(res.Errors, a.Err.Error()) {
 			res.Errors = append(res.Errors, a.Err.Error())
 		}
 		if !inside {
@@ -247,8 +263,9 @@ func (l *Lab) measureWindow(ctx context.Context, spec windowSpec) (*windowResult
 		}
 		res.LastFail = max(res.LastFail, off)
 	}
+	res.Timeline = tl
 	if !res.Allowed.Contains(res.Crossed) {
-		res.Problems = append(res.Problems, fmt.Sprintf("the prober decided after %v, outside %v", res.Crossed.Round(time.Millisecond), res.Allowed))
+		res.Problems = append(res.Problems, fmt.Sprintf("the prober decided after %s, outside %s – %s", report.Ms(res.Crossed), report.Ms(res.Allowed.Min), report.Ms(res.Allowed.Max)))
 	}
 	if res.Outside > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("%d failures outside the window", res.Outside))
@@ -256,7 +273,7 @@ func (l *Lab) measureWindow(ctx context.Context, spec windowSpec) (*windowResult
 	switch {
 	case spec.WantFailures && res.Failures == 0:
 		res.Problems = append(res.Problems, "no connection failed inside the window")
-	case spec.WantFailures && res.Kinds.n[outDropped] == 0:
+	case spec.WantFailures && res.Kinds.N[judge.OutDropped] == 0:
 		res.Problems = append(res.Problems, "no connection was dropped (timed out) inside the window; the model says "+res.Expect.Outcome.String())
 	case !spec.WantFailures && res.Failures > 0:
 		res.Problems = append(res.Problems, fmt.Sprintf("%d connections failed (%s)", res.Failures, res.Kinds.String()))
@@ -267,6 +284,6 @@ func (l *Lab) measureWindow(ctx context.Context, spec windowSpec) (*windowResult
 	if spec.WantUp && res.ServedAfter == 0 {
 		res.Problems = append(res.Problems, "no connection after the rebuild reached "+spec.Node)
 	}
-	l.logf("window %s: decided after %v, rules rebuilt after %v (model %v): %s", spec.Name, res.Crossed.Round(time.Millisecond), res.Measured.Round(time.Millisecond), spec.Window, verdictWord(res.Pass()))
+	l.logf("window %s (try %d): decided after %s, rules rebuilt after %s (model %v): %s", spec.Name, try, report.Ms(res.Crossed), report.Ms(res.Applied), spec.Window, report.VerdictWord(res.Pass()))
 	return res, nil
 }

@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"context"
@@ -12,17 +12,29 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sourceip/sourceip/examples/policylab/internal/backend"
+	"github.com/sourceip/sourceip/examples/policylab/internal/kubeproxy"
+	"github.com/sourceip/sourceip/examples/policylab/internal/lb"
+	"github.com/sourceip/sourceip/examples/policylab/internal/netns"
+	"github.com/sourceip/sourceip/examples/policylab/internal/report"
+	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
 	"github.com/sourceip/sourceip/trafficpolicy"
 )
 
-// prerequisites returns why the lab cannot run here, or nil.
-func prerequisites() error {
+// Prerequisites returns why the lab cannot run here with modes, or nil.
+func Prerequisites(modes []kubeproxy.Mode) error {
 	var missing []string
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root")
 	}
-	for _, p := range []string{"ip", "iptables", "iptables-restore", "haproxy"} {
-		if _, err := lookPath(p); err != nil {
+	progs := []string{"ip", "iptables", "iptables-restore", "haproxy"}
+	for _, m := range modes {
+		if m == kubeproxy.ModeNFTables {
+			progs = append(progs, "nft")
+		}
+	}
+	for _, p := range progs {
+		if _, err := netns.LookPath(p); err != nil {
 			missing = append(missing, p)
 		}
 	}
@@ -32,22 +44,14 @@ func prerequisites() error {
 	return nil
 }
 
-func lookPath(name string) (string, error) {
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
-	}
-	for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/local/sbin"} {
-		if p, err := exec.LookPath(dir + "/" + name); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s not found", name)
-}
+// KubeInfo says how the lab runs kube-proxy, for the report.
+const KubeInfo = "kube-proxy is k8s.io/kubernetes v1.34.2's own proxier (`pkg/proxy/iptables` or `pkg/proxy/nftables`, dual-stack, masquerade bit 14, cluster CIDRs 203.0.113.128/25 and 2001:db8:244::/48 for the local-traffic detector, min sync period 0 and no periodic resync, so that every sync is a change's) with its health servers (`pkg/proxy/healthcheck`: the Service's health check node port and :10256, node state from a NodeManager over a fake clientset), run in each node's namespace by a copy of the lab's executable."
 
-// Run builds the lab, runs every scenario and removes the lab again, also on
-// failure or when ctx is cancelled. The report holds what was measured until
-// then; err is a failure to run, not a failed verdict.
-func Run(ctx context.Context, opt Options) (rep *Report, err error) {
+// Run builds a lab for each kube-proxy mode in turn, runs every scenario in
+// it and removes it again, also on failure or when ctx is cancelled. The
+// report holds what was measured until then; err is a failure to run, not a
+// failed verdict.
+func Run(ctx context.Context, opt Options) (rep *report.Report, err error) {
 	// An interrupted lab must still remove what it built, whoever called
 	// Run (the command or a test binary, which would otherwise die on
 	// SIGINT): the first SIGINT, SIGTERM or SIGHUP cancels the run, and a
@@ -61,44 +65,66 @@ func Run(ctx context.Context, opt Options) (rep *Report, err error) {
 	if opt.Timing.Timeout == 0 {
 		opt.Timing.Timeout = opt.Timing.Interval
 	}
+	rep = &report.Report{Started: time.Now(), Timing: opt.Timing, KubeInfo: KubeInfo}
 	if err := opt.validate(); err != nil {
-		return &Report{Started: time.Now(), Timing: opt.Timing, Err: err}, fmt.Errorf("options: %w", err)
+		rep.Err = err
+		return rep, fmt.Errorf("options: %w", err)
 	}
-	l := &Lab{opt: opt, policy: trafficpolicy.ExternalCluster}
-	rep = &Report{Started: time.Now(), Timing: opt.Timing, Env: environment()}
+	rep.Env = environment()
+	defer func() {
+		rep.Duration = time.Since(rep.Started)
+		rep.Err = err
+	}()
+	for _, mode := range opt.Modes {
+		m := &report.Mode{Name: string(mode)}
+		rep.Modes = append(rep.Modes, m)
+		if err := runMode(ctx, opt, mode, m, rep); err != nil {
+			return rep, fmt.Errorf("%s: %w", mode, err)
+		}
+	}
+	return rep, nil
+}
+
+// runMode is one lab, with kube-proxy in mode.
+func runMode(ctx context.Context, opt Options, mode kubeproxy.Mode, m *report.Mode, rep *report.Report) (err error) {
+	start := time.Now()
+	l := &Lab{opt: opt, mode: mode, policy: trafficpolicy.ExternalCluster, res: m}
 	defer func() {
 		if cerr := l.cleanup(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
 		}
-		rep.Duration = time.Since(rep.Started)
-		rep.Err = err
+		m.Duration = time.Since(start)
 	}()
 	if opt.Dir == "" {
 		if l.dir, err = os.MkdirTemp("", "policylab-"); err != nil {
-			return rep, err
+			return err
 		}
 	} else {
 		l.dir = opt.Dir
 	}
 	if err := l.setup(ctx); err != nil {
-		return rep, fmt.Errorf("setup: %w", err)
+		return fmt.Errorf("setup: %w", err)
 	}
-	l.ipv6, rep.IPv6 = opt.IPv6, l.ipv6Status(ctx, opt.IPv6)
-	if rep.IPv6 != "" {
-		l.ipv6 = false
+	l.ipv6 = opt.IPv6
+	if why := l.ipv6Status(ctx, opt.IPv6); why != "" {
+		l.ipv6, rep.IPv6 = false, why
 	}
-	rep.Topology = l.topology()
+	if rep.Topology == "" {
+		rep.Topology = l.topology()
+	}
 	if err := l.settle(ctx); err != nil {
-		return rep, fmt.Errorf("links not carrying traffic: %w", err)
+		return fmt.Errorf("links not carrying traffic: %w", err)
+	}
+	if err := l.startKubeProxies(ctx); err != nil {
+		return err
 	}
 	l.logf("lab %s* up: %d namespaces", l.prefix, len(l.created))
-
 	for _, p := range []trafficpolicy.ExternalTrafficPolicy{trafficpolicy.ExternalCluster, trafficpolicy.ExternalLocal} {
-		if err := l.phase(ctx, p, rep); err != nil {
-			return rep, err
+		if err := l.phase(ctx, p); err != nil {
+			return err
 		}
 	}
-	return rep, nil
+	return nil
 }
 
 // ipv6Status tries the IPv6 kernel path the lab needs (ip6tables nat with
@@ -107,50 +133,47 @@ func (l *Lab) ipv6Status(ctx context.Context, want bool) string {
 	if !want {
 		return "IPv6 not requested (-ipv6=false)"
 	}
-	if _, err := lookPath("ip6tables-restore"); err != nil {
+	if _, err := netns.LookPath("ip6tables-restore"); err != nil {
 		return "ip6tables-restore is not installed"
 	}
-	if err := l.lb.ns.restore(ctx, 6, lbRules(6, []netip.Addr{nodeAddr(1).v6, nodeAddr(2).v6})); err != nil {
+	if err := l.lb.ns.Restore(ctx, 6, lb.Rules(6, []netip.Addr{topo.NodeAddr(1).V6, topo.NodeAddr(2).V6})); err != nil {
 		return "the kernel refuses IPv6 NAT: " + err.Error()
 	}
 	return ""
 }
 
 // phase runs every scenario of one externalTrafficPolicy.
-func (l *Lab) phase(ctx context.Context, p trafficpolicy.ExternalTrafficPolicy, rep *Report) error {
-	l.pass.stop()
-	l.haproxy.stop()
+func (l *Lab) phase(ctx context.Context, p trafficpolicy.ExternalTrafficPolicy) error {
+	if l.pass != nil {
+		l.pass.Stop()
+	}
+	l.haproxy.Stop()
 	l.pass, l.haproxy = nil, nil
-	l.policy = p
-	if err := l.syncAll(ctx); err != nil {
+	if err := l.setPolicy(ctx, p); err != nil {
 		return err
 	}
 	// Under Local the load balancers probe the Service's healthCheckNodePort;
 	// under Cluster there is none, and they probe kube-proxy's healthz.
-	port, up := proxyHealthzPort, l.nodeNames()
+	port, up := topo.ProxyHealthzPort, l.nodeNames()
 	if p == trafficpolicy.ExternalLocal {
-		port, up = healthCheckNodePort, l.nodesWithEndpoints()
+		port, up = topo.HealthCheckNodePort, l.nodesWithEndpoints()
 	}
-	if err := l.configure(trafficpolicy.Expect(lbCase(p, trafficpolicy.LBPassthrough))); err != nil {
+	if err := l.configure(trafficpolicy.Expect(l.lbCase(trafficpolicy.LBPassthrough))); err != nil {
 		return err
 	}
 	var err error
-	if l.pass, err = l.startPassthrough(ctx, port); err != nil {
+	if l.pass, err = lb.StartPassthrough(ctx, lb.PassthroughConfig{NS: l.lb.ns, Families: l.families(), Nodes: l.lbNodes(), Port: port, Path: "/healthz", Timing: l.opt.Timing}); err != nil {
 		return err
 	}
-	if l.haproxy, err = startHAProxy(ctx, l.lb.ns, l.dir, port, l.opt.Timing, l.ipv6); err != nil {
+	if l.haproxy, err = lb.StartHAProxy(ctx, l.lb.ns, l.dir, port, l.opt.Timing, l.ipv6); err != nil {
 		return err
 	}
-	wait := 10*l.opt.Timing.Interval*time.Duration(l.opt.Timing.Rise+l.opt.Timing.Fall) + 2*time.Second
-	if err := l.pass.waitMembers(ctx, up, wait); err != nil {
-		return err
-	}
-	if _, err := l.haproxy.waitUp(ctx, up, wait); err != nil {
+	if err := l.waitLBs(ctx, up); err != nil {
 		return err
 	}
 	l.logf("policy %s: load balancers use %v", p, up)
 	if p == trafficpolicy.ExternalLocal {
-		rep.Health = l.healthOf(ctx)
+		l.res.Health = l.healthOf(ctx)
 	}
 
 	rows := append(l.externalRows(p), l.inClusterRows(p)...)
@@ -159,79 +182,189 @@ func (l *Lab) phase(ctx context.Context, p trafficpolicy.ExternalTrafficPolicy, 
 		if err != nil {
 			return fmt.Errorf("scenario %d, %s: %w", spec.Scenario, spec.Title, err)
 		}
-		rep.Rows = append(rep.Rows, r)
+		l.res.Rows = append(l.res.Rows, r)
 	}
 	if p != trafficpolicy.ExternalLocal {
-		return nil
+		return l.drains(ctx)
 	}
-	if rep.Skew, err = l.measureSkew(ctx); err != nil {
+	if l.res.Skew, err = l.measureSkew(ctx); err != nil {
 		return fmt.Errorf("scenario 6: %w", err)
 	}
-	return l.windows(ctx, rep)
+	return l.windows(ctx)
+}
+
+// waitLBs waits until both load balancers use exactly the nodes up.
+func (l *Lab) waitLBs(ctx context.Context, up []string) error {
+	wait := 10*l.opt.Timing.Interval*time.Duration(l.opt.Timing.Rise+l.opt.Timing.Fall) + 2*time.Second
+	if err := l.pass.WaitMembers(ctx, up, wait); err != nil {
+		return err
+	}
+	_, err := l.haproxy.WaitUp(ctx, up, wait)
+	return err
+}
+
+// lbCase is an external client through a load balancer of kind k, for the
+// Service as the manifest says it is.
+func (l *Lab) lbCase(k trafficpolicy.LBKind) trafficpolicy.Case {
+	return trafficpolicy.Case{Type: l.model.Type, External: l.model.ExternalTrafficPolicy, Internal: l.model.InternalTrafficPolicy,
+		Distribution: l.model.TrafficDistribution, IPMode: l.model.IPModes()[0], Path: trafficpolicy.PathLoadBalancer, LB: k, LocalEndpoint: true}
 }
 
 // windows is scenario 5 on n2, whose only pod is n2-a: a graceful drain (the
 // endpoint turns terminating but keeps serving), the pod coming back, and an
-// abrupt removal, each timed against the prober's prediction.
-func (l *Lab) windows(ctx context.Context, rep *Report) error {
+// abrupt removal, each timed against the prober's prediction. A transition
+// whose first try fails is tried once more from the same starting point.
+func (l *Lab) windows(ctx context.Context) error {
 	pod := l.pod("n2-a")
-	n2 := pod.node
-	setup, err := setupFor(trafficpolicy.Expect(lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBPassthrough)), l.net)
+	n2 := l.node(pod.Node)
+	setup, err := backend.SetupFor(trafficpolicy.Expect(l.lbCase(trafficpolicy.LBPassthrough)), l.net)
 	if err != nil {
 		return err
 	}
-	if err := l.configure(trafficpolicy.Expect(lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBPassthrough))); err != nil {
+	if err := l.configure(trafficpolicy.Expect(l.lbCase(trafficpolicy.LBPassthrough))); err != nil {
 		return err
 	}
 	t := l.opt.Timing
 	atN2 := func(local bool) trafficpolicy.Case {
-		c := lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBPassthrough)
+		c := l.lbCase(trafficpolicy.LBPassthrough)
 		c.LocalEndpoint = local
 		return c
+	}
+	// set puts n2-a into state st and syncs n2: the change of a window, or
+	// the way back to a window's starting point.
+	set := func(ctx context.Context, st backend.PodState, moment string) (time.Time, error) {
+		switch st {
+		case backend.PodReady:
+			if pod.State == backend.PodGone {
+				if err := pod.Serve(setup); err != nil {
+					return time.Time{}, err
+				}
+			}
+		case backend.PodGone:
+			pod.Close()
+		}
+		pod.State = st
+		return l.syncNode(ctx, n2, moment, false)
+	}
+	// from puts the lab at a window's starting point: n2-a in state st and
+	// the load balancer agreeing.
+	from := func(ctx context.Context, st backend.PodState) error {
+		if pod.State != st {
+			if _, err := set(ctx, st, "n2-a "+stateWord(st)); err != nil {
+				return err
+			}
+		}
+		return l.waitLBs(ctx, l.nodesWithEndpoints())
 	}
 	specs := []windowSpec{
 		{
 			Name: "drain", Event: "n2-a turns Terminating and keeps serving", Node: n2.name, Model: "Timing.BlackHole()", Window: t.BlackHole(),
-			Case: atN2(true), // a serving, terminating endpoint is still used
-			Change: func(ctx context.Context) error {
-				pod.state = podTerminating
-				return l.syncNode(ctx, n2)
+			Case: atN2(true), From: backend.PodReady, // a serving, terminating endpoint is still used
+			Change: func(ctx context.Context) (time.Time, error) {
+				return set(ctx, backend.PodTerminating, "n2-a Terminating")
 			},
 		},
 		{
 			Name: "rejoin", Event: "n2-a Ready again", Node: n2.name, WantUp: true, Model: "Timing.Rejoin()", Window: t.Rejoin(),
-			Case: atN2(true),
-			Change: func(ctx context.Context) error {
-				if err := pod.serve(setup); err != nil {
-					return err
-				}
-				pod.state = podReady
-				return l.syncNode(ctx, n2)
-			},
+			Case: atN2(true), From: backend.PodGone,
+			Change: func(ctx context.Context) (time.Time, error) { return set(ctx, backend.PodReady, "n2-a Ready") },
 		},
 		{
 			Name: "black hole", Event: "n2-a removed at once (crash, force delete)", Node: n2.name, Model: "Timing.BlackHole()", Window: t.BlackHole(),
-			Case: atN2(false), WantFailures: true,
-			Change: func(ctx context.Context) error {
-				pod.close()
-				pod.state = podGone
-				return l.syncNode(ctx, n2)
-			},
+			Case: atN2(false), WantFailures: true, From: backend.PodReady,
+			Change: func(ctx context.Context) (time.Time, error) { return set(ctx, backend.PodGone, "n2-a removed") },
 		},
 	}
-	for i, spec := range specs {
-		w, err := l.measureWindow(ctx, spec)
-		if err != nil {
-			return fmt.Errorf("scenario 5, %s: %w", spec.Name, err)
-		}
-		rep.Windows = append(rep.Windows, w)
-		if i == 0 {
-			// The drained pod goes away for good; no traffic reaches n2 now.
-			pod.close()
-			pod.state = podGone
-			if err := l.syncNode(ctx, n2); err != nil {
-				return err
+	for _, spec := range specs {
+		for try := 1; try <= 2; try++ {
+			if err := from(ctx, spec.From); err != nil {
+				return fmt.Errorf("scenario 5, %s: back to the start: %w", spec.Name, err)
 			}
+			w, err := l.measureWindow(ctx, spec, try)
+			if err != nil {
+				return fmt.Errorf("scenario 5, %s: %w", spec.Name, err)
+			}
+			l.res.Windows = append(l.res.Windows, w)
+			if w.Pass() {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func stateWord(s backend.PodState) string {
+	switch s {
+	case backend.PodReady:
+		return "Ready"
+	case backend.PodTerminating:
+		return "Terminating"
+	}
+	return "removed"
+}
+
+// drains is scenario 8 under Cluster: n3 is marked for deletion by the
+// autoscaler's taint, then not; kube-proxy's :10256/healthz and the
+// project's NodeHealthServer must answer alike, and the load balancers,
+// which probe :10256 under Cluster, must drain n3 and take it back.
+func (l *Lab) drains(ctx context.Context) error {
+	n3 := l.node("n3")
+	steps := []struct {
+		event  string
+		state  kubeproxy.NodeState
+		wantUp bool
+	}{
+		{"tainted ToBeDeletedByClusterAutoscaler", kubeproxy.NodeState{Taints: []string{trafficpolicy.ToBeDeletedTaint}}, false},
+		{"taint removed", kubeproxy.NodeState{}, true},
+		{"deletionTimestamp set", kubeproxy.NodeState{Deleting: true}, false},
+		{"deletion cancelled", kubeproxy.NodeState{}, true},
+	}
+	for _, st := range steps {
+		d := &report.Drain{Node: n3.name, Event: st.event, WantUp: st.wantUp}
+		from := l.pass.EventCount()
+		t0 := time.Now()
+		if err := l.setNodeState(ctx, n3, st.state, "n3 "+st.event); err != nil {
+			return fmt.Errorf("scenario 8: %w", err)
+		}
+		if c := l.lastComparison("node /healthz"); c != nil {
+			d.KubeProxy, d.Own = c.KubeProxy.Code, c.Own.Code
+			if !c.Equal {
+				d.Problems = append(d.Problems, "the node health answers differ: "+c.Diff)
+			}
+		}
+		if want := map[bool]int{true: 200, false: 503}[st.wantUp]; d.KubeProxy != want {
+			d.Problems = append(d.Problems, fmt.Sprintf("kube-proxy's /healthz answered %d, want %d", d.KubeProxy, want))
+		}
+		limit := l.opt.Timing.BlackHole().Max + 3*l.opt.Timing.Interval + 5*time.Second
+		ev, err := l.pass.WaitEvent(ctx, from, func(e lb.Event) bool { return e.Change.Target == n3.name && e.Change.Up == st.wantUp }, limit)
+		if err != nil {
+			d.Problems = append(d.Problems, "the prober did not decide: "+err.Error())
+		} else {
+			d.Decided = ev.Change.At.Sub(t0)
+		}
+		want := l.nodeNames()
+		if !st.wantUp {
+			want = []string{"n1", "n2"}
+		}
+		states, err := l.haproxy.WaitUp(ctx, want, limit)
+		d.HAProxy = states[n3.name]
+		if err != nil {
+			d.Problems = append(d.Problems, "HAProxy: "+err.Error())
+		}
+		l.res.Drains = append(l.res.Drains, d)
+		l.logf("drain %s: %s", st.event, report.VerdictWord(d.Pass()))
+	}
+	return nil
+}
+
+// lastComparison returns the latest comparison of what.
+func (l *Lab) lastComparison(what string) *report.Comparison {
+	l.resMu.Lock()
+	defer l.resMu.Unlock()
+	for i := len(l.res.Compare) - 1; i >= 0; i-- {
+		if l.res.Compare[i].What == what {
+			c := l.res.Compare[i]
+			return &c
 		}
 	}
 	return nil
@@ -246,7 +379,12 @@ func environment() string {
 	if out, err := exec.Command("iptables", "-V").Output(); err == nil {
 		parts = append(parts, strings.TrimSpace(string(out)))
 	}
-	if p, err := lookPath("haproxy"); err == nil {
+	if p, err := netns.LookPath("nft"); err == nil {
+		if out, err := exec.Command(p, "--version").Output(); err == nil {
+			parts = append(parts, strings.TrimSpace(string(out)))
+		}
+	}
+	if p, err := netns.LookPath("haproxy"); err == nil {
 		if out, err := exec.Command(p, "-v").Output(); err == nil {
 			first, _, _ := strings.Cut(string(out), "\n")
 			if f := strings.Fields(first); len(f) >= 3 {

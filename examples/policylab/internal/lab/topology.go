@@ -1,6 +1,10 @@
-package main
+package lab
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
+)
 
 // topology draws the lab for the report.
 func (l *Lab) topology() string {
@@ -23,11 +27,11 @@ func (l *Lab) topology() string {
   ├ n1-a 203.0.113.138      └ n2-a 203.0.113.170      └ n3-caller 203.0.113.202
   └ n1-b 203.0.113.139                                  (a pod, not an endpoint)
 
- Every node: kube-proxy's rules (iptables and ip6tables) for Service lab/echo: port 80 → pods :8080,
- nodePort %[2]d, cluster IP 203.0.113.40, the three load-balancer addresses as ingress IPs (ipMode VIP);
- the Service's health server on :%[3]d (a trafficpolicy.HealthServer), kube-proxy's /healthz on :%[4]d;
- default route via the lb. Pods have IPv4 and IPv6 addresses (a /27 of 203.0.113.128/25 per node,
+ Every node: kube-proxy (k8s.io/kubernetes v1.34.2, iptables or nftables mode, IPv4 and IPv6) for
+ Service lab/echo: port 80 → pods :8080, nodePort %[2]d, cluster IP 203.0.113.40, the three load-balancer
+ addresses as ingress IPs (ipMode VIP); its health check node port :%[3]d and its :%[4]d; beside them the
+ project's trafficpolicy.HealthServer on :%[5]d and NodeHealthServer on :%[6]d; default route via the lb. Pods have IPv4 and IPv6 addresses (a /27 of 203.0.113.128/25 per node,
  2001:db8:244:N::/64), each a /32 (/128) route over its own veth; the node answers for the first
  address of its pod range (203.0.113.129 on n1) on every pod veth.
-`, l.prefix, nodePort, healthCheckNodePort, proxyHealthzPort)
+`, l.prefix, topo.NodePort, topo.HealthCheckNodePort, topo.ProxyHealthzPort, topo.OwnHealthPort, topo.OwnNodeHealthPort)
 }

@@ -1,4 +1,4 @@
-package main
+package lb
 
 import (
 	"bufio"
@@ -19,12 +19,15 @@ import (
 	"time"
 
 	"github.com/sourceip/sourceip/trafficpolicy"
+
+	"github.com/sourceip/sourceip/examples/policylab/internal/netns"
+	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
 )
 
 // haproxyConfig returns the configuration of the full-proxy load balancer:
 // HAProxy in TCP mode, forwarding to every node's node port from its own
 // address, health-checking each node with option httpchk on checkPort (the
-// healthCheckNodePort under Local, kube-proxy's healthz under Cluster).
+// topo.HealthCheckNodePort under Local, kube-proxy's healthz under Cluster).
 // Frontend "plain" forwards without a PROXY header, frontend "pp" with
 // send-proxy-v2; the pp servers track the plain servers' checks, so each node
 // is checked once. The checks carry no PROXY header: "port" is set, and
@@ -46,17 +49,17 @@ defaults
 
 frontend plain
     bind %s:%d
-`, sock, t.Timeout.Milliseconds(), vipHAProxy.v4, servicePort)
+`, sock, t.Timeout.Milliseconds(), topo.VIPHAProxy.V4, topo.ServicePort)
 	if v6 {
-		fmt.Fprintf(&b, "    bind [%s]:%d\n", vipHAProxy.v6, servicePort)
+		fmt.Fprintf(&b, "    bind [%s]:%d\n", topo.VIPHAProxy.V6, topo.ServicePort)
 	}
 	fmt.Fprintf(&b, `    default_backend plain
 
 frontend pp
     bind %s:%d
-`, vipHAProxyPP.v4, servicePort)
+`, topo.VIPHAProxyPP.V4, topo.ServicePort)
 	if v6 {
-		fmt.Fprintf(&b, "    bind [%s]:%d\n", vipHAProxyPP.v6, servicePort)
+		fmt.Fprintf(&b, "    bind [%s]:%d\n", topo.VIPHAProxyPP.V6, topo.ServicePort)
 	}
 	b.WriteString(`    default_backend pp
 
@@ -66,19 +69,19 @@ backend plain
     http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host policylab
     http-check expect status 200
 `)
-	for i := 1; i <= numNodes; i++ {
+	for i := 1; i <= topo.NumNodes; i++ {
 		fmt.Fprintf(&b, "    server n%d %s check port %d inter %dms fall %d rise %d\n",
-			i, netip.AddrPortFrom(nodeAddr(i).v4, nodePort), checkPort, t.Interval.Milliseconds(), t.Fall, t.Rise)
+			i, netip.AddrPortFrom(topo.NodeAddr(i).V4, topo.NodePort), checkPort, t.Interval.Milliseconds(), t.Fall, t.Rise)
 	}
 	b.WriteString("\nbackend pp\n    balance roundrobin\n")
-	for i := 1; i <= numNodes; i++ {
-		fmt.Fprintf(&b, "    server n%d %s send-proxy-v2 track plain/n%d\n", i, netip.AddrPortFrom(nodeAddr(i).v4, nodePort), i)
+	for i := 1; i <= topo.NumNodes; i++ {
+		fmt.Fprintf(&b, "    server n%d %s send-proxy-v2 track plain/n%d\n", i, netip.AddrPortFrom(topo.NodeAddr(i).V4, topo.NodePort), i)
 	}
 	return b.String()
 }
 
-// haproxyProc is a running HAProxy in the load balancer's namespace.
-type haproxyProc struct {
+// HAProxy is a running HAProxy in the load balancer's namespace.
+type HAProxy struct {
 	cmd     *exec.Cmd
 	sock    string
 	sockDir string // removed by stop
@@ -86,10 +89,10 @@ type haproxyProc struct {
 	exited  chan struct{}
 }
 
-// startHAProxy writes the configuration to dir and starts HAProxy in the
+// StartHAProxy writes the configuration to dir and starts HAProxy in the
 // foreground (-db) inside ns. It dies with the lab (Pdeathsig) and is stopped
 // by stop.
-func startHAProxy(ctx context.Context, ns netns, dir string, checkPort int, t trafficpolicy.Timing, v6 bool) (*haproxyProc, error) {
+func StartHAProxy(ctx context.Context, ns netns.NS, dir string, checkPort int, t trafficpolicy.Timing, v6 bool) (*HAProxy, error) {
 	// The stats socket's path must fit in a Unix socket address (108
 	// bytes), which dir may not (a test's temporary directory under a long
 	// TMPDIR): it gets a short directory of its own under /tmp.
@@ -103,7 +106,7 @@ func startHAProxy(ctx context.Context, ns netns, dir string, checkPort int, t tr
 		os.RemoveAll(sockDir)
 		return nil, err
 	}
-	h := &haproxyProc{sock: sock, sockDir: sockDir, stderr: new(bytes.Buffer), exited: make(chan struct{})}
+	h := &HAProxy{sock: sock, sockDir: sockDir, stderr: new(bytes.Buffer), exited: make(chan struct{})}
 	h.cmd = exec.Command("ip", "netns", "exec", string(ns), "haproxy", "-db", "-f", cfgPath)
 	h.cmd.Stdout, h.cmd.Stderr = h.stderr, h.stderr
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -122,22 +125,22 @@ func startHAProxy(ctx context.Context, ns netns, dir string, checkPort int, t tr
 		}
 		select {
 		case <-h.exited:
-			h.stop() // removes sockDir
+			h.Stop() // removes sockDir
 			return nil, fmt.Errorf("haproxy exited: %s", strings.TrimSpace(h.stderr.String()))
 		case <-ctx.Done():
-			h.stop()
+			h.Stop()
 			return nil, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			h.stop()
+			h.Stop()
 			return nil, fmt.Errorf("haproxy: stats socket not answering: %s", strings.TrimSpace(h.stderr.String()))
 		}
 	}
 }
 
-// stop terminates HAProxy and waits for it, killing it after a grace period.
-func (h *haproxyProc) stop() {
+// Stop terminates HAProxy and waits for it, killing it after a grace period.
+func (h *HAProxy) Stop() {
 	if h == nil {
 		return
 	}
@@ -168,7 +171,7 @@ type haproxyStat struct {
 
 // stats reads "show stat" from the stats socket (a Unix socket in the file
 // system, so it is reachable from any network namespace).
-func (h *haproxyProc) stats(ctx context.Context) ([]haproxyStat, error) {
+func (h *HAProxy) stats(ctx context.Context) ([]haproxyStat, error) {
 	var d net.Dialer
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -212,8 +215,8 @@ func parseStats(raw []byte) ([]haproxyStat, error) {
 	return out, nil
 }
 
-// serverStates returns the plain backend's server states by name.
-func (h *haproxyProc) serverStates(ctx context.Context) (map[string]string, error) {
+// ServerStates returns the plain backend's server states by name.
+func (h *HAProxy) ServerStates(ctx context.Context) (map[string]string, error) {
 	rows, err := h.stats(ctx)
 	if err != nil {
 		return nil, err
@@ -227,8 +230,8 @@ func (h *haproxyProc) serverStates(ctx context.Context) (map[string]string, erro
 	return out, nil
 }
 
-// frontendSessions returns the session count of frontend name.
-func (h *haproxyProc) frontendSessions(ctx context.Context, name string) (int, error) {
+// FrontendSessions returns the session count of frontend name.
+func (h *HAProxy) FrontendSessions(ctx context.Context, name string) (int, error) {
 	rows, err := h.stats(ctx)
 	if err != nil {
 		return 0, err
@@ -241,21 +244,21 @@ func (h *haproxyProc) frontendSessions(ctx context.Context, name string) (int, e
 	return 0, fmt.Errorf("haproxy: no frontend %q", name)
 }
 
-// inRotation reports whether a server status means HAProxy sends it
+// InRotation reports whether a server status means HAProxy sends it
 // traffic: "UP", or "UP 2/3" (up, with failed checks that have not reached
 // fall yet).
-func inRotation(status string) bool { return status == "UP" || strings.HasPrefix(status, "UP ") }
+func InRotation(status string) bool { return status == "UP" || strings.HasPrefix(status, "UP ") }
 
-// waitUp waits until exactly the nodes in up are UP in HAProxy and the others
+// WaitUp waits until exactly the nodes in up are UP in HAProxy and the others
 // DOWN.
-func (h *haproxyProc) waitUp(ctx context.Context, up []string, timeout time.Duration) (map[string]string, error) {
+func (h *HAProxy) WaitUp(ctx context.Context, up []string, timeout time.Duration) (map[string]string, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		states, err := h.serverStates(ctx)
+		states, err := h.ServerStates(ctx)
 		if err == nil {
-			ok := len(states) == numNodes
+			ok := len(states) == topo.NumNodes
 			for name, s := range states {
-				if slices.Contains(up, name) != inRotation(s) || !slices.Contains(up, name) && !strings.HasPrefix(s, "DOWN") {
+				if slices.Contains(up, name) != InRotation(s) || !slices.Contains(up, name) && !strings.HasPrefix(s, "DOWN") {
 					ok = false
 				}
 			}

@@ -1,4 +1,4 @@
-package main
+package lb
 
 import (
 	"os"
@@ -8,14 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sourceip/sourceip/examples/internal/e2e"
+	"github.com/sourceip/sourceip/internal/e2e"
 	"github.com/sourceip/sourceip/trafficpolicy"
+
+	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
 )
 
 var labTiming = trafficpolicy.Timing{Interval: 250 * time.Millisecond, Timeout: 200 * time.Millisecond, Rise: 2, Fall: 3}
 
 func TestHAProxyConfig(t *testing.T) {
-	cfg := haproxyConfig("/run/x.sock", healthCheckNodePort, labTiming, true)
+	cfg := haproxyConfig("/run/x.sock", topo.HealthCheckNodePort, labTiming, true)
 	for _, want := range []string{
 		"bind 203.0.113.20:80", "bind [2001:db8:ffff::20]:80", "bind 203.0.113.30:80", "bind [2001:db8:ffff::30]:80",
 		"option httpchk", "http-check send meth GET uri /healthz", "http-check expect status 200", "timeout check 200ms",
@@ -27,20 +29,20 @@ func TestHAProxyConfig(t *testing.T) {
 		}
 	}
 	// Health checks carry no PROXY header ("port" is set, no check-send-proxy).
-	if strings.Contains(cfg, "check-send-proxy") || strings.Count(cfg, "send-proxy-v2") != numNodes {
+	if strings.Contains(cfg, "check-send-proxy") || strings.Count(cfg, "send-proxy-v2") != topo.NumNodes {
 		t.Errorf("PROXY header on checks or on the plain backend:\n%s", cfg)
 	}
-	if v4 := haproxyConfig("/run/x.sock", proxyHealthzPort, labTiming, false); strings.Contains(v4, "2001:db8") || !strings.Contains(v4, "check port 10256") {
+	if v4 := haproxyConfig("/run/x.sock", topo.ProxyHealthzPort, labTiming, false); strings.Contains(v4, "2001:db8") || !strings.Contains(v4, "check port 10256") {
 		t.Errorf("IPv4-only config:\n%s", v4)
 	}
 }
 
 // TestHAProxyConfigValid has HAProxy itself check the configuration.
 func TestHAProxyConfigValid(t *testing.T) {
-	bin := e2e.Require(t, "haproxy")[0]
+	bin := e2e.Require(t, "haproxy")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(haproxyConfig(filepath.Join(dir, "s.sock"), healthCheckNodePort, labTiming, true)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(haproxyConfig(filepath.Join(dir, "s.sock"), topo.HealthCheckNodePort, labTiming, true)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {

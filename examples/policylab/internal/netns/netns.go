@@ -1,9 +1,14 @@
-package main
+// Package netns creates, enters and removes the lab's network namespaces:
+// named namespaces (ip netns), code run on an OS thread switched into one,
+// programs run inside one, and the sweep of namespaces left by runs that
+// were killed.
+package netns
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -16,26 +21,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Namespaces are named plab<pid>-<role>, so that parallel runs never collide
-// and leftovers of a run that was killed can be told from live ones: a
-// namespace whose pid is gone is stale.
+// Namespaces are named plab<pid><tag>-<role> (tag: a lowercase letter or
+// nothing), so that parallel runs never collide and leftovers of a run that
+// was killed can be told from live ones: a namespace whose pid is gone is
+// stale.
 const nsPrefix = "plab"
 
-var nsNameRE = regexp.MustCompile(`^` + nsPrefix + `([0-9]+)-[a-z0-9]+$`)
+var nsNameRE = regexp.MustCompile(`^` + nsPrefix + `([0-9]+)[a-z]?-[a-z0-9]+$`)
 
-func runPrefix(pid int) string { return fmt.Sprintf("%s%d-", nsPrefix, pid) }
+// Prefix returns the name prefix of the namespaces of process pid, with a
+// tag of one lowercase letter or "" that tells apart several labs of one
+// process.
+func Prefix(pid int, tag string) string { return fmt.Sprintf("%s%d%s-", nsPrefix, pid, tag) }
 
-// netns is a named network namespace created by ip netns add.
-type netns string
+// NS is a named network namespace created by ip netns add.
+type NS string
 
-func (n netns) path() string { return "/run/netns/" + string(n) }
+// Path is the namespace's file under /run/netns.
+func (n NS) Path() string { return "/run/netns/" + string(n) }
 
-// do runs f on an OS thread switched into the namespace, so that the sockets
+// Do runs f on an OS thread switched into the namespace, so that the sockets
 // f creates (listeners, dialled connections) belong to it; they keep their
 // namespace wherever they are used afterwards. f runs on a goroutine of its
 // own; if the thread cannot be switched back it is never reused (the
 // goroutine exits with the thread locked, and the runtime ends the thread).
-func (n netns) do(f func() error) error {
+func (n NS) Do(f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -46,7 +56,7 @@ func (n netns) do(f func() error) error {
 			return
 		}
 		defer syscall.Close(self)
-		target, err := syscall.Open(n.path(), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		target, err := syscall.Open(n.Path(), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("netns %s: %w", n, err)
@@ -71,9 +81,9 @@ func (n netns) do(f func() error) error {
 
 func setns(fd int) error { return unix.Setns(fd, unix.CLONE_NEWNET) }
 
-// sysctl writes the given net.* keys inside the namespace.
-func (n netns) sysctl(kv ...string) error {
-	return n.do(func() error {
+// Sysctl writes the given net.* keys inside the namespace.
+func (n NS) Sysctl(kv ...string) error {
+	return n.Do(func() error {
 		for i := 0; i+1 < len(kv); i += 2 {
 			p := "/proc/sys/" + strings.ReplaceAll(kv[i], ".", "/")
 			if err := os.WriteFile(p, []byte(kv[i+1]), 0); err != nil {
@@ -84,14 +94,14 @@ func (n netns) sysctl(kv ...string) error {
 	})
 }
 
-// run runs a program inside the namespace (ip netns exec), with stdin.
-func (n netns) run(ctx context.Context, stdin string, args ...string) error {
-	return run(ctx, stdin, append([]string{"ip", "netns", "exec", string(n)}, args...)...)
+// Exec runs a program inside the namespace (ip netns exec), with stdin.
+func (n NS) Exec(ctx context.Context, stdin string, args ...string) error {
+	return Run(ctx, stdin, append([]string{"ip", "netns", "exec", string(n)}, args...)...)
 }
 
-// ipBatch runs ip -batch in the namespace ("" for the lab's own, for netns
+// IPBatch runs ip -batch in the namespace ("" for the lab's own, for netns
 // add and del), one command a line.
-func ipBatch(ctx context.Context, ns netns, lines []string) error {
+func IPBatch(ctx context.Context, ns NS, lines []string) error {
 	if len(lines) == 0 {
 		return nil
 	}
@@ -100,10 +110,11 @@ func ipBatch(ctx context.Context, ns netns, lines []string) error {
 		args = append(args, "-n", string(ns))
 	}
 	args = append(args, "-batch", "-")
-	return run(ctx, strings.Join(lines, "\n")+"\n", args...)
+	return Run(ctx, strings.Join(lines, "\n")+"\n", args...)
 }
 
-func run(ctx context.Context, stdin string, args ...string) error {
+// Run runs a program with stdin, its output folded into the error.
+func Run(ctx context.Context, stdin string, args ...string) error {
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
@@ -132,9 +143,9 @@ func listNamespaces(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// labNamespaces returns the lab namespaces that exist, with the pid of the
+// Owned returns the lab namespaces that exist, with the pid of the
 // run that created each.
-func labNamespaces(ctx context.Context) (map[string]int, error) {
+func Owned(ctx context.Context) (map[string]int, error) {
 	names, err := listNamespaces(ctx)
 	if err != nil {
 		return nil, err
@@ -154,10 +165,10 @@ func labNamespaces(ctx context.Context) (map[string]int, error) {
 	return out, nil
 }
 
-// sweepStale deletes lab namespaces left by runs whose process is gone and
+// SweepStale deletes lab namespaces left by runs whose process is gone and
 // returns their names. Namespaces of live runs are left alone.
-func sweepStale(ctx context.Context) ([]string, error) {
-	all, err := labNamespaces(ctx)
+func SweepStale(ctx context.Context) ([]string, error) {
+	all, err := Owned(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +179,7 @@ func sweepStale(ctx context.Context) ([]string, error) {
 		}
 	}
 	slices.Sort(stale)
-	return stale, deleteNamespaces(ctx, stale)
+	return stale, Delete(ctx, stale)
 }
 
 // alive reports whether process pid exists and is not a zombie: a lab
@@ -188,8 +199,8 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
-// deleteNamespaces deletes the named namespaces, going on past errors.
-func deleteNamespaces(ctx context.Context, names []string) error {
+// Delete deletes the named namespaces, going on past errors.
+func Delete(ctx context.Context, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
@@ -197,5 +208,54 @@ func deleteNamespaces(ctx context.Context, names []string) error {
 	for _, n := range names {
 		lines.WriteString("netns del " + n + "\n")
 	}
-	return run(ctx, lines.String(), "ip", "-force", "-batch", "-")
+	return Run(ctx, lines.String(), "ip", "-force", "-batch", "-")
+}
+
+// Dialer returns a DialContext that opens connections from inside n.
+func (n NS) Dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := n.Do(func() error {
+			var d net.Dialer
+			var err error
+			c, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+}
+
+// Listen opens a TCP listener on addr inside n.
+func (n NS) Listen(addr string) (net.Listener, error) {
+	var ln net.Listener
+	err := n.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", addr)
+		return err
+	})
+	return ln, err
+}
+
+// Restore replaces the tables in text atomically with iptables-restore
+// (family 4) or ip6tables-restore (family 6).
+func (n NS) Restore(ctx context.Context, family int, text string) error {
+	prog := "iptables-restore"
+	if family == 6 {
+		prog = "ip6tables-restore"
+	}
+	return n.Exec(ctx, text, prog)
+}
+
+// LookPath finds a program in PATH or in the sbin directories, where Debian
+// installs ip, iptables and haproxy and which a non-login shell may lack.
+func LookPath(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/local/sbin"} {
+		if p, err := exec.LookPath(dir + "/" + name); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found", name)
 }
