@@ -113,6 +113,17 @@ func (r Reply) SyncedAt() time.Time {
 	return time.Unix(0, last)
 }
 
+// FirstSyncedAt returns when the first family's sync of a reply finished.
+func (r Reply) FirstSyncedAt() time.Time {
+	var first int64
+	for _, t := range r.Synced {
+		if first == 0 || t < first {
+			first = t
+		}
+	}
+	return time.Unix(0, first)
+}
+
 // Stop ends the agent: its input closes, it returns, and after a grace
 // period it is killed.
 func (a *Agent) Stop() {

@@ -473,8 +473,9 @@ func (l *Lab) setPolicy(ctx context.Context, p trafficpolicy.ExternalTrafficPoli
 // EndpointSlices (and the Service, when withService), synced in every
 // family; then the project's servers learn the same (the Registry from the
 // same endpoints, the node server's per-family Updated), and both answers
-// are compared. It returns when kube-proxy's sync ended.
-func (l *Lab) syncNode(ctx context.Context, n *node, moment string, withService bool) (time.Time, error) {
+// are compared. It returns when kube-proxy's syncs of the first and the last
+// family ended.
+func (l *Lab) syncNode(ctx context.Context, n *node, moment string, withService bool) (synced, error) {
 	req := kubeproxy.Request{Slices: kubeproxy.Slices(l.svc, "http", topo.TargetPort, l.endpoints())}
 	if withService {
 		req.Service = l.svc
@@ -484,9 +485,9 @@ func (l *Lab) syncNode(ctx context.Context, n *node, moment string, withService 
 	}
 	rep, err := n.agent.Do(ctx, req)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("node %s: %w", n.name, err)
+		return synced{}, fmt.Errorf("node %s: %w", n.name, err)
 	}
-	synced := rep.SyncedAt()
+	done := synced{first: rep.FirstSyncedAt(), last: rep.SyncedAt()}
 	// kube-proxy's health check node port counts the endpoints of one
 	// family, that of the proxier that got the port (kubernetes#114702);
 	// every pod here has both, so the Registry holds the IPv4 ones. Holding
@@ -509,8 +510,12 @@ func (l *Lab) syncNode(ctx context.Context, n *node, moment string, withService 
 		n.nodeHS.Updated(ownFamily(f))
 	}
 	l.compare(ctx, n, moment)
-	return synced, nil
+	return done, nil
 }
+
+// synced is when kube-proxy's syncs of a change ended, by the wall clock:
+// each IP family's proxier syncs on its own.
+type synced struct{ first, last time.Time }
 
 func ownFamily(f topo.Family) trafficpolicy.IPFamily {
 	if f == 6 {

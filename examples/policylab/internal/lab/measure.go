@@ -94,9 +94,9 @@ type windowSpec struct {
 	Model  string // which prediction
 	Window trafficpolicy.Window
 	From   backend.PodState // the pod's state before the change
-	// Change makes the change and returns when kube-proxy's sync of it
+	// Change makes the change and returns when kube-proxy's syncs of it
 	// ended.
-	Change func(ctx context.Context) (time.Time, error)
+	Change func(ctx context.Context) (synced, error)
 
 	// Case is the model's question for a connection the load balancer still
 	// sends to Node inside the window.
@@ -146,13 +146,17 @@ func (l *Lab) measureWindow(ctx context.Context, spec windowSpec, try int) (*rep
 		return nil, ctx.Err()
 	}
 	t0 := time.Now()
-	synced, err := spec.Change(ctx)
+	syncs, err := spec.Change(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// The agent reports the sync's end by the wall clock; the lab measures
-	// with the monotonic one. Take the later of the two readings.
-	tSync := max(synced.Sub(t0), 0)
+	// The agent reports the syncs' ends by the wall clock. Each family
+	// syncs on its own, and the health answer changes with one of them
+	// (the family whose proxier holds the port), so the model's window
+	// starts between the first and the last: measure from the first, and
+	// widen the upper bound by the time between them.
+	tFirst := max(syncs.first.Sub(t0), 0)
+	tSync := max(syncs.last.Sub(t0), tFirst)
 	limit := spec.Window.Max + 2*iv + 5*time.Second
 	ev, err := l.pass.WaitEvent(ctx, from, func(e lb.Event) bool { return e.Change.Target == spec.Node && e.Change.Up == spec.WantUp }, limit)
 	if err != nil {
@@ -168,8 +172,8 @@ func (l *Lab) measureWindow(ctx context.Context, spec windowSpec, try int) (*rep
 	atts := <-done
 	tEnd := time.Since(t0)
 
-	syncAt := t0.Add(tSync)
-	res.Sync = tSync
+	syncAt := t0.Add(tFirst)
+	res.FirstSync, res.Sync = tFirst, tSync
 	res.Applied = ev.Applied.Sub(syncAt)
 	// A round under way when the sync ended may see its answer: it started
 	// before the sync's end, and counts from it.
@@ -193,14 +197,15 @@ func (l *Lab) measureWindow(ctx context.Context, spec windowSpec, try int) (*rep
 	}
 	slack := max(report.WindowSlack, 2*slowest)
 	res.Allowed = allowed(spec.Window, iv, slack)
-	res.Margin = fmt.Sprintf("slowest probe %s", report.Ms(slowest))
+	res.Allowed.Max += tSync - tFirst
+	res.Margin = fmt.Sprintf("slowest probe %s; families synced %s apart", report.Ms(slowest), report.Ms(tSync-tFirst))
 	if res.Unanswered > 0 {
 		res.Allowed.Max += time.Duration(res.Unanswered*threshold) * iv
 		res.Margin += fmt.Sprintf("; %d probe(s) unanswered: + %d intervals each", res.Unanswered, threshold)
 	}
 
 	// The timeline, for the SVG.
-	tl := report.Timeline{Sync: tSync, Decided: ev.Change.At.Sub(t0), Applied: ev.Applied.Sub(t0), End: tEnd}
+	tl := report.Timeline{FirstSync: tFirst, Sync: tSync, Decided: ev.Change.At.Sub(t0), Applied: ev.Applied.Sub(t0), End: tEnd}
 	for _, p := range probes {
 		tl.Probes = append(tl.Probes, report.ProbeMark{At: p.Start.Sub(t0), Code: p.Code})
 	}

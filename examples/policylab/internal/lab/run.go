@@ -232,12 +232,12 @@ func (l *Lab) windows(ctx context.Context) error {
 	}
 	// set puts n2-a into state st and syncs n2: the change of a window, or
 	// the way back to a window's starting point.
-	set := func(ctx context.Context, st backend.PodState, moment string) (time.Time, error) {
+	set := func(ctx context.Context, st backend.PodState, moment string) (synced, error) {
 		switch st {
 		case backend.PodReady:
 			if pod.State == backend.PodGone {
 				if err := pod.Serve(setup); err != nil {
-					return time.Time{}, err
+					return synced{}, err
 				}
 			}
 		case backend.PodGone:
@@ -260,19 +260,19 @@ func (l *Lab) windows(ctx context.Context) error {
 		{
 			Name: "drain", Event: "n2-a turns Terminating and keeps serving", Node: n2.name, Model: "Timing.BlackHole()", Window: t.BlackHole(),
 			Case: atN2(true), From: backend.PodReady, // a serving, terminating endpoint is still used
-			Change: func(ctx context.Context) (time.Time, error) {
+			Change: func(ctx context.Context) (synced, error) {
 				return set(ctx, backend.PodTerminating, "n2-a Terminating")
 			},
 		},
 		{
 			Name: "rejoin", Event: "n2-a Ready again", Node: n2.name, WantUp: true, Model: "Timing.Rejoin()", Window: t.Rejoin(),
 			Case: atN2(true), From: backend.PodGone,
-			Change: func(ctx context.Context) (time.Time, error) { return set(ctx, backend.PodReady, "n2-a Ready") },
+			Change: func(ctx context.Context) (synced, error) { return set(ctx, backend.PodReady, "n2-a Ready") },
 		},
 		{
 			Name: "black hole", Event: "n2-a removed at once (crash, force delete)", Node: n2.name, Model: "Timing.BlackHole()", Window: t.BlackHole(),
 			Case: atN2(false), WantFailures: true, From: backend.PodReady,
-			Change: func(ctx context.Context) (time.Time, error) { return set(ctx, backend.PodGone, "n2-a removed") },
+			Change: func(ctx context.Context) (synced, error) { return set(ctx, backend.PodGone, "n2-a removed") },
 		},
 	}
 	for _, spec := range specs {

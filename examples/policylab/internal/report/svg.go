@@ -84,8 +84,8 @@ func windowSVG(mode string, w *Window) string {
 	s.f(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 	s.text(10, 20, "start", "title", fmt.Sprintf("%s — %s (try %d): %s", mode, w.Name, w.Try, w.Event))
 	// The model's window after the sync, and the allowed one.
-	s.f(`<rect x="%.1f" y="30" width="%.1f" height="%.1f" fill="#fde9b8" opacity="0.6"/>`+"\n", x(tl.Sync+w.Allowed.Min), max(1, x(tl.Sync+w.Allowed.Max)-x(tl.Sync+w.Allowed.Min)), connTop+connH-30)
-	s.f(`<rect x="%.1f" y="30" width="%.1f" height="%.1f" fill="#f6c453" opacity="0.6"/>`+"\n", x(tl.Sync+w.Predicted.Min), max(1, x(tl.Sync+w.Predicted.Max)-x(tl.Sync+w.Predicted.Min)), connTop+connH-30)
+	s.f(`<rect x="%.1f" y="30" width="%.1f" height="%.1f" fill="#fde9b8" opacity="0.6"/>`+"\n", x(tl.FirstSync+w.Allowed.Min), max(1, x(tl.FirstSync+w.Allowed.Max)-x(tl.FirstSync+w.Allowed.Min)), connTop+connH-30)
+	s.f(`<rect x="%.1f" y="30" width="%.1f" height="%.1f" fill="#f6c453" opacity="0.6"/>`+"\n", x(tl.FirstSync+w.Predicted.Min), max(1, x(tl.Sync+w.Predicted.Max)-x(tl.FirstSync+w.Predicted.Min)), connTop+connH-30)
 	// Time axis.
 	axisY := connTop + connH + 10
 	s.f(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" class="axis"/>`+"\n", left, axisY, width-right, axisY)
@@ -105,7 +105,7 @@ func windowSVG(mode string, w *Window) string {
 		at    time.Duration
 		label string
 		color string
-	}{{0, "change", "#333"}, {tl.Sync, "kube-proxy synced", "#1f6feb"}, {tl.Decided, "prober decided", "#bf3989"}, {tl.Applied, "rules rebuilt", "#8250df"}} {
+	}{{0, "change", "#333"}, {tl.FirstSync, "kube-proxy synced (first family)", "#1f6feb"}, {tl.Sync, "kube-proxy synced", "#1f6feb"}, {tl.Decided, "prober decided", "#bf3989"}, {tl.Applied, "rules rebuilt", "#8250df"}} {
 		s.f(`<line x1="%.1f" y1="30" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="4 3"/>`+"\n", x(e.at), x(e.at), axisY, e.color)
 	}
 	legendY := axisY + 34
@@ -133,7 +133,10 @@ func windowSVG(mode string, w *Window) string {
 	s.text(left-8, y2+14, "end", "", "LB: "+w.Node+" member")
 	s.f(`<rect x="%.1f" y="%.1f" width="%.1f" height="12" fill="#eee"/>`+"\n", left, y2+4, width-left-right)
 	for _, sp := range tl.Member {
-		s.f(`<rect x="%.1f" y="%.1f" width="%.1f" height="12" fill="#2da44e"/>`+"\n", x(sp.From), y2+4, max(1, x(sp.To)-x(sp.From)))
+		from, to := max(sp.From, start), min(sp.To, end)
+		if to > from {
+			s.f(`<rect x="%.1f" y="%.1f" width="%.1f" height="12" fill="#2da44e"/>`+"\n", x(from), y2+4, max(1, x(to)-x(from)))
+		}
 	}
 	// Lane 3 and below: connections, one row per worker.
 	s.text(left-8, connTop-6, "end", "", "connections")

@@ -114,9 +114,13 @@ type Window struct {
 	Allowed           trafficpolicy.Window
 	Margin            string // how the allowed window was widened, in words
 
-	Sync        time.Duration // the change → kube-proxy's sync done (rules and health answer)
-	FirstSaw    time.Duration // the prober's first round of the streak, from the sync (0 when it was under way at the sync's end)
-	Crossed     time.Duration // the round that crossed the threshold, from the sync: the load balancer's decision
+	// kube-proxy syncs each IP family on its own; the health answer changes
+	// with the sync of the family whose proxier holds the port
+	// (kubernetes#114702), somewhere between the first and the last.
+	FirstSync   time.Duration // the change → the first family's sync done
+	Sync        time.Duration // the change → the last family's sync done (rules and health answer)
+	FirstSaw    time.Duration // the prober's first round of the streak, from the first sync (0 when it was under way then)
+	Crossed     time.Duration // the round that crossed the threshold, from the first sync: the load balancer's decision
 	Applied     time.Duration // the sync → the load balancer's rules rebuilt
 	Propagation time.Duration // the decision → the rules rebuilt
 	Unanswered  int           // probes of the node without an answer in time while the prober decided
@@ -136,11 +140,12 @@ func (w *Window) Pass() bool { return len(w.Problems) == 0 }
 
 // Timeline is what a window's SVG shows, as offsets from the change.
 type Timeline struct {
-	Sync, Decided, Applied time.Duration
-	End                    time.Duration
-	Probes                 []ProbeMark
-	Member                 []Span // when the load balancer had the node as a member
-	Conns                  []ConnMark
+	FirstSync, Sync  time.Duration
+	Decided, Applied time.Duration
+	End              time.Duration
+	Probes           []ProbeMark
+	Member           []Span // when the load balancer had the node as a member
+	Conns            []ConnMark
 }
 
 // ProbeMark is one health probe of the window's node.
