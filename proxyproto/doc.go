@@ -112,8 +112,8 @@
 //
 // On top of go-proxyproto's parser (spec-exact v1 syntax, v2 signature,
 // version, command and family checks), a header is refused when its CRC32C
-// TLV does not match (section 2.2.5), its UNIQUE_ID TLV is longer than 128
-// bytes (2.2.6), its TLV vector is malformed, its family does not match its
+// TLV does not match (section 2.2.3), its UNIQUE_ID TLV is longer than 128
+// bytes (2.2.5), its TLV vector is malformed, its family does not match its
 // addresses or this stream connection (TCP4 with IPv6 text or the reverse,
 // UDP, AF_UNIX), or its v2 length exceeds 4096 bytes. IPv4-mapped addresses
 // are unmapped. A LOCAL header (v2 command LOCAL, or v1 UNKNOWN) is accepted

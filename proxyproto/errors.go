@@ -32,11 +32,11 @@ var (
 	ErrInvalidHeader = errors.New("proxyproto: invalid PROXY protocol header")
 
 	// ErrChecksum means a v2 header's PP2_TYPE_CRC32C TLV does not match the
-	// header (spec section 2.2.5), is not 4 bytes long, or appears twice.
+	// header (spec section 2.2.3), is not 4 bytes long, or appears twice.
 	ErrChecksum = errors.New("proxyproto: CRC32C mismatch")
 
 	// ErrUniqueIDTooLong means a PP2_TYPE_UNIQUE_ID TLV is longer than the
-	// 128 bytes spec section 2.2.6 allows.
+	// 128 bytes spec section 2.2.5 allows.
 	ErrUniqueIDTooLong = errors.New("proxyproto: UNIQUE_ID longer than 128 bytes")
 
 	// ErrFamilyMismatch means the header's address family or transport does

@@ -6,7 +6,7 @@ import (
 	pp "github.com/pires/go-proxyproto"
 )
 
-// Bits of [SSL].Client (spec section 2.2.5, struct pp2_tlv_ssl).
+// Bits of [SSL].Client (spec section 2.2.6, struct pp2_tlv_ssl).
 const (
 	SSLClientTLS      uint8 = 0x01 // PP2_CLIENT_SSL: the client connected over TLS
 	SSLClientCertConn uint8 = 0x02 // PP2_CLIENT_CERT_CONN: it presented a certificate on this connection

@@ -13,7 +13,7 @@ import (
 // section of the PROXY protocol specification (haproxy doc/proxy-protocol.txt)
 // it enforces; validate_test.go has a named test for each.
 
-// maxUniqueID is the longest PP2_TYPE_UNIQUE_ID value (spec 2.2.6).
+// maxUniqueID is the longest PP2_TYPE_UNIQUE_ID value (spec 2.2.5).
 const maxUniqueID = 128
 
 var (
@@ -98,11 +98,11 @@ func v1Family(raw []byte, six bool) error {
 }
 
 // checkTLVs walks the TLV vector of a v2 PROXY header that starts at raw[off:]
-// and enforces: well-formed framing (spec 2.2.1: a TLV that runs past the
-// header is malformed), UNIQUE_ID at most 128 bytes (spec 2.2.6), and, when a
+// and enforces: well-formed framing (spec 2.2: a TLV that runs past the
+// header is malformed), UNIQUE_ID at most 128 bytes (spec 2.2.5), and, when a
 // PP2_TYPE_CRC32C TLV is present, that it is 4 bytes, appears once, and equals
 // the CRC32c (Castagnoli) of the whole header with the checksum field zeroed
-// (spec 2.2.5: "If it is not [equal], the receiver MUST treat the TCP
+// (spec 2.2.3: "If it is not [equal], the receiver MUST treat the TCP
 // connection containing the header as invalid"). It does not allocate unless it
 // fails.
 func checkTLVs(raw []byte, off int) error {

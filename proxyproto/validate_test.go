@@ -86,19 +86,19 @@ func TestParseHeader(t *testing.T) {
 		{name: "2.2 v2 signature only", in: []byte(sigV2), wantErr: ErrIncomplete},
 
 		// 2.2.x TLVs
-		{name: "2.2.1 TLV running past the header", in: v2(p4, tcp4, a4, []byte{0x02, 0, 9, 'a'}), wantErr: ErrInvalidHeader},
-		{name: "2.2.1 truncated TLV header", in: v2(p4, tcp4, a4, []byte{0x02, 0}), wantErr: ErrInvalidHeader},
+		{name: "2.2 TLV running past the header", in: v2(p4, tcp4, a4, []byte{0x02, 0, 9, 'a'}), wantErr: ErrInvalidHeader},
+		{name: "2.2 truncated TLV header", in: v2(p4, tcp4, a4, []byte{0x02, 0}), wantErr: ErrInvalidHeader},
 		{name: "2.2 TLVs are kept", in: v2(p4, tcp4, a4, tlv(0x02, []byte("example.com")), tlv(0x04, []byte{0, 0})),
 			want: Header{Version: 2, Command: CommandProxy, Source: ap("192.0.2.1:56324"), Destination: ap("198.51.100.1:443"),
 				TLVs: TLVs{raw: string(append(tlv(0x02, []byte("example.com")), tlv(0x04, []byte{0, 0})...))}}},
-		{name: "2.2.5 CRC32C matches", in: withCRC(v2(p4, tcp4, a4, tlv(0x02, []byte("example.com"))))},
-		{name: "2.2.5 CRC32C mismatch", in: flipLast(withCRC(v2(p4, tcp4, a4))), wantErr: ErrChecksum},
-		{name: "2.2.5 CRC32C of another header", in: withCRCOf(v2(p4, tcp4, a4), v2(p4, tcp4, addrs4("203.0.113.9", "198.51.100.1", 56324, 443))), wantErr: ErrChecksum},
-		{name: "2.2.5 CRC32C not 4 bytes", in: v2(p4, tcp4, a4, tlv(0x03, []byte{1, 2, 3})), wantErr: ErrChecksum},
-		{name: "2.2.5 two CRC32C TLVs", in: withCRC(v2(p4, tcp4, a4, tlv(0x03, []byte{0, 0, 0, 0}))), wantErr: ErrChecksum},
-		{name: "2.2.6 UNIQUE_ID of 128 bytes", in: v2(p4, tcp4, a4, tlv(0x05, unique128)),
+		{name: "2.2.3 CRC32C matches", in: withCRC(v2(p4, tcp4, a4, tlv(0x02, []byte("example.com"))))},
+		{name: "2.2.3 CRC32C mismatch", in: flipLast(withCRC(v2(p4, tcp4, a4))), wantErr: ErrChecksum},
+		{name: "2.2.3 CRC32C of another header", in: withCRCOf(v2(p4, tcp4, a4), v2(p4, tcp4, addrs4("203.0.113.9", "198.51.100.1", 56324, 443))), wantErr: ErrChecksum},
+		{name: "2.2.3 CRC32C not 4 bytes", in: v2(p4, tcp4, a4, tlv(0x03, []byte{1, 2, 3})), wantErr: ErrChecksum},
+		{name: "2.2.3 two CRC32C TLVs", in: withCRC(v2(p4, tcp4, a4, tlv(0x03, []byte{0, 0, 0, 0}))), wantErr: ErrChecksum},
+		{name: "2.2.5 UNIQUE_ID of 128 bytes", in: v2(p4, tcp4, a4, tlv(0x05, unique128)),
 			want: Header{Version: 2, Command: CommandProxy, Source: ap("192.0.2.1:56324"), Destination: ap("198.51.100.1:443"), TLVs: TLVs{raw: string(tlv(0x05, unique128))}}},
-		{name: "2.2.6 UNIQUE_ID of 129 bytes", in: v2(p4, tcp4, a4, tlv(0x05, append(unique128, 'x'))), wantErr: ErrUniqueIDTooLong},
+		{name: "2.2.5 UNIQUE_ID of 129 bytes", in: v2(p4, tcp4, a4, tlv(0x05, append(unique128, 'x'))), wantErr: ErrUniqueIDTooLong},
 
 		// Not a header at all.
 		{name: "no signature: TLS ClientHello", in: []byte{0x16, 0x03, 0x01, 0x00, 0xa5}, wantErr: ErrNoHeader},
