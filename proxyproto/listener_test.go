@@ -372,6 +372,7 @@ func TestListenerInvalidHeader(t *testing.T) {
 		{"2.2.5 long unique id", v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2), tlv(0x05, make([]byte, 129))), ErrUniqueIDTooLong},
 		{"2.1 v1 without CRLF in 107 bytes", []byte("PROXY TCP4 " + strings.Repeat("1", 120)), ErrInvalidHeader},
 		{"2.2 v2 longer than 4096", v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2), tlv(0x04, make([]byte, 4100))), ErrInvalidHeader},
+		{"2.2.6 malformed SSL TLV", v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2), tlv(0x20, []byte{0x01, 0, 0, 0, 0})), ErrInvalidSSL},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
