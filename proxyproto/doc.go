@@ -79,7 +79,11 @@
 // that connects and sends nothing is closed at the deadline and never blocks
 // Accept for anyone else; a header that cannot be valid is refused as soon as
 // that is known; at most 107 bytes (v1) or 16+4096 bytes (v2) are read as
-// header. A refused connection is closed, counted in [Listener.Stats] and
+// header. Config.MaxHeaderBytes raises the v2 bound, up to the
+// specification's 16+65535, for trusted upstreams only (a load balancer that
+// forwards client certificates needs it); a connection gets a buffer larger
+// than the default only when its v2 length field asks for one within that
+// bound. A refused connection is closed, counted in [Listener.Stats] and
 // reported to Config.OnReject with the peer, the reason and how long it took;
 // it never reaches the application's accept loop.
 //
@@ -116,7 +120,8 @@
 // bytes (2.2.5), its TLV vector is malformed, its family does not match its
 // addresses or this stream connection (TCP4 with IPv6 text or the reverse,
 // UDP, AF_UNIX), its SSL TLV breaks the rules listed on [SSL] (2.2.6) or
-// appears twice, or its v2 length exceeds 4096 bytes. IPv4-mapped addresses
+// appears twice, or its v2 length exceeds the listener's limit
+// ([ErrHeaderTooLong]). IPv4-mapped addresses
 // are unmapped. A LOCAL header (v2 command LOCAL, or v1 UNKNOWN) is accepted
 // with the socket's own addresses, as section 2.2 requires; its address block
 // and TLVs are discarded unread, so nothing a health check sends is ever
@@ -172,4 +177,7 @@
 //     [SSL.CertVerified] and take [SSL].CN. The name is as good as the load
 //     balancer's CA file: it names whoever holds a certificate with that
 //     common name from any CA the load balancer trusts.
+//
+// A header carrying a certificate can pass the default 16+4096 bytes: set
+// Config.MaxHeaderBytes for such load balancers.
 package proxyproto

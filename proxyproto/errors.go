@@ -5,7 +5,8 @@ import "errors"
 // Errors reported for refused connections (in [Rejection].Err), by
 // [ParseHeader] and by the writer. They are wrapped with context; test for them
 // with [errors.Is]. The specific header errors (ErrChecksum, ErrUniqueIDTooLong,
-// ErrFamilyMismatch, ErrInvalidSSL) also match ErrInvalidHeader.
+// ErrFamilyMismatch, ErrHeaderTooLong, ErrInvalidSSL) also match
+// ErrInvalidHeader.
 var (
 	// ErrInvalidConfig means a [Config] field, or an option given to a
 	// method, is out of range.
@@ -39,6 +40,11 @@ var (
 	// ErrUniqueIDTooLong means a PP2_TYPE_UNIQUE_ID TLV is longer than the
 	// 128 bytes spec section 2.2.5 allows.
 	ErrUniqueIDTooLong = errors.New("proxyproto: UNIQUE_ID longer than 128 bytes")
+
+	// ErrHeaderTooLong means a v2 header's length field asks for more than
+	// the listener's limit: Config.MaxHeaderBytes for a trusted upstream,
+	// [MaxHeaderLen] for any other peer.
+	ErrHeaderTooLong = errors.New("proxyproto: header longer than the limit")
 
 	// ErrInvalidSSL means a PP2_TYPE_SSL TLV breaks spec section 2.2.6 or one
 	// of the rules listed on [SSL], or a header carries two.

@@ -406,6 +406,7 @@ func ExampleSSL_VerifyCertificate() {
 	}
 	ln, err := proxyproto.NewListener(inner, proxyproto.Config{
 		TrustedUpstreams: clientip.MustParsePrefixSet("127.0.0.1"), // the load balancers
+		MaxHeaderBytes:   proxyproto.MaxHeaderBytesLimit,           // room for long certificates
 	})
 	if err != nil {
 		log.Fatal(err)

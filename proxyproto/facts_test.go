@@ -64,7 +64,7 @@ func TestNoAllocs(t *testing.T) {
 			for range f.TLVs.All() {
 			}
 		}},
-		{"frame", func() { frame(raw) }},
+		{"frame", func() { frame(raw, MaxV2Payload) }},
 		{"checkTLVs", func() {
 			if ok, err := checkTLVs(raw, 28); err != nil || !ok {
 				panic("checkTLVs failed")

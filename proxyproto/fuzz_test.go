@@ -25,6 +25,8 @@ func fuzzSeeds() [][]byte {
 		v2(0x21, 0x11, a4, tlv(0x20, []byte(sslAll.Value+"\x29\x00\x00"))),
 		v2(0x21, 0x11, a4, tlv(0x20, []byte(sslAll.Value)), tlv(0x20, []byte(sslv(0, 0)))),
 		v2(0x21, 0x11, a4, tlv(0x20, []byte(sslv(SSLClientTLS, 0, sub(0x28, "\x30\x82\x01\x00"+string(make([]byte, 0x100))))))),
+		v2(0x21, 0x11, a4, tlv(0x04, make([]byte, MaxV2Payload))), // longer than a listener's default limit
+		v2(0x21, 0x11, a4, tlv(0x04, make([]byte, bufSize))),      // longer than the pooled buffer
 		[]byte("PROXY TCP4 192.0.2.1 198.51.100.1 56324 443\r\nGET / HTTP/1.1\r\n"),
 		[]byte("PROXY TCP6 2001:db8::1 2001:db8::2 1 2\r\n"),
 		[]byte("PROXY UNKNOWN\r\n"),
@@ -70,7 +72,7 @@ func FuzzHeader(f *testing.F) {
 }
 
 func checkHeader(t *testing.T, data []byte, h Header, n int) {
-	if n <= 0 || n > len(data) || n > MaxHeaderLen {
+	if n <= 0 || n > len(data) || n > MaxHeaderBytesLimit {
 		t.Fatalf("n = %d for %d bytes", n, len(data))
 	}
 	if h2, n2, err := ParseHeader(data[:n]); err != nil || h2 != h || n2 != n {
@@ -167,10 +169,26 @@ func (c *chunkConn) Read(p []byte) (int, error) {
 // trusted upstream (HeaderlessAllow) or an untrusted peer (UntrustedIgnore),
 // and compares its verdict with ParseHeader's.
 func checkReader(t *testing.T, data []byte, chunk int, h Header, n int, perr error, trusted bool) {
-	l := &Listener{headerless: HeaderlessAllow, untrusted: UntrustedIgnore}
+	// A trusted upstream may send what ParseHeader accepts; an untrusted
+	// peer's header is held to the default limit.
+	l := &Listener{headerless: HeaderlessAllow, untrusted: UntrustedIgnore, maxV2: MaxHeaderBytesLimit - v2FixedLen}
+	if !trusted && len(data) >= v2FixedLen && bytes.HasPrefix(data, []byte(sigV2)) && v2Length(data) > MaxV2Payload {
+		perr = ErrHeaderTooLong
+	}
 	c := &chunkConn{data: data, chunk: chunk}
 	done := make(chan outcome, 1)
 	go func() { done <- l.readHeader(&handshake{nc: c, buf: new([bufSize]byte), trusted: trusted}) }()
+	defer func() {
+		// The pooled buffer is replaced once for a trusted upstream's v2
+		// header that does not fit it, and never otherwise.
+		want := uint64(0)
+		if trusted && len(data) >= v2FixedLen && bytes.HasPrefix(data, []byte(sigV2)) && v2FixedLen+v2Length(data) > bufSize {
+			want = 1
+		}
+		if grown := l.grown.Load(); grown != want {
+			t.Fatalf("buffer grown %d times for a trusted=%t peer's %d bytes", grown, trusted, len(data))
+		}
+	}()
 	var r outcome
 	select {
 	case r = <-done:
@@ -182,6 +200,10 @@ func checkReader(t *testing.T, data []byte, chunk int, h Header, n int, perr err
 		t.Fatalf("an untrusted peer's header was believed: %v", r.facts)
 	}
 	switch {
+	case errors.Is(perr, ErrHeaderTooLong):
+		if !errors.Is(r.err, ErrHeaderTooLong) || r.reason != ReasonInvalid {
+			t.Fatalf("an untrusted peer's long header: %+v", r)
+		}
 	case perr == nil:
 		if r.err != nil {
 			t.Fatalf("reader refused what ParseHeader accepted: %v", r.err)
@@ -230,7 +252,7 @@ func FuzzSSL(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v []byte) {
 		s, err := parseSSL(string(v))
 		var in []byte
-		if len(v) <= MaxV2Payload-12-3 {
+		if len(v) <= 0xffff-12-3 {
 			in = v2(0x21, 0x11, a4, tlv(0x20, v))
 		}
 		if err != nil {

@@ -81,7 +81,11 @@ func TestParseHeader(t *testing.T) {
 		{name: "2.2 v2 UDP4 on a stream connection", in: v2(p4, 0x12, a4), wantErr: ErrFamilyMismatch},
 		{name: "2.2 v2 AF_UNIX carries no IP", in: v2(p4, 0x31, make([]byte, 216)), wantErr: ErrFamilyMismatch},
 		{name: "2.2 v2 length shorter than the address block", in: v2(p4, tcp4, a4[:8]), wantErr: ErrInvalidHeader},
-		{name: "2.2 v2 length above 4096", in: v2(p4, tcp4, a4, tlv(0x04, make([]byte, 4096))), wantErr: ErrInvalidHeader},
+		{name: "2.2 v2 length of 65535, the most a 16-bit field says (ParseHeader holds the bytes)",
+			in: v2(p4, tcp4, a4, tlv(0x04, make([]byte, 0xffff-12-3)))},
+		{name: "2.2 v2 LOCAL with a block longer than 4096 bytes", in: v2(l4, tcp4, a4, tlv(0x04, make([]byte, 5000))),
+			want: Header{Version: 2, Command: CommandLocal}},
+		{name: "2.2 v2 AF_UNIX with TLVs still carries no IP", in: v2(p4, 0x31, make([]byte, 216), tlv(0x04, nil)), wantErr: ErrFamilyMismatch},
 		{name: "2.2 v2 truncated", in: v2(p4, tcp4, a4)[:20], wantErr: ErrIncomplete},
 		{name: "2.2 v2 signature only", in: []byte(sigV2), wantErr: ErrIncomplete},
 
@@ -156,6 +160,18 @@ func TestV1FamilyIgnoresLibraryGlobal(t *testing.T) {
 	defer func() { pp.V1AcceptIPv4InTCP6 = old }()
 	_, _, err := ParseHeader([]byte("PROXY TCP6 192.0.2.1 2001:db8::2 1 2\r\n"))
 	assert.ErrorIs(t, err, ErrFamilyMismatch)
+}
+
+// go-proxyproto's process-wide MaxV2HeaderSize must not limit this
+// package's headers: it is given the fixed part and the address block only.
+func TestV2LengthIgnoresLibraryGlobal(t *testing.T) {
+	old := pp.MaxV2HeaderSize
+	pp.MaxV2HeaderSize = 16
+	defer func() { pp.MaxV2HeaderSize = old }()
+	h, _, err := ParseHeader(v2(0x21, 0x11, addrs4("192.0.2.1", "198.51.100.1", 1, 2), tlv(0x02, []byte("mqtt.example.com"))))
+	require.NoError(t, err)
+	authority, _ := h.TLVs.Authority()
+	assert.Equal(t, "mqtt.example.com", authority)
 }
 
 func TestParseHeaderAllocs(t *testing.T) {
