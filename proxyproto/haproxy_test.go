@@ -18,7 +18,8 @@ import (
 // the socket layer is distinguishable from every client.
 const haproxyAddr = "127.0.0.200"
 
-var haproxyConfig = template.Must(template.New("cfg").Parse(`
+// haproxyDefaults opens every HAProxy configuration of these tests.
+const haproxyDefaults = `
 global
     maxconn 256
 
@@ -28,7 +29,9 @@ defaults
     timeout client  10s
     timeout server  10s
     timeout check   1s
+`
 
+var haproxyConfig = template.Must(template.New("cfg").Parse(haproxyDefaults + `
 frontend fe_v1
     bind 127.0.0.1:{{.V1}}
     default_backend be_v1
