@@ -87,14 +87,24 @@ func (n *trieNode) addChild(b byte) {
 }
 
 // contains4 reports whether the IPv4 address ip (in host order) lies in a
-// prefix of the trie. The root is checked inline, since most lookups end there.
+// prefix of the trie.
 func (n *trieNode) contains4(ip uint32) bool {
+	full, deeper := n.root4(ip)
+	return full || deeper && n.descend4(ip)
+}
+
+// root4 is contains4 at the root, where most lookups end: full reports that
+// ip is in the trie, deeper that the answer lies below the root and
+// descend4 gives it. Unlike contains4 it is small enough for the compiler to
+// inline, so a hot loop can pay for a call only when the root does not
+// decide (see walkXFF).
+func (n *trieNode) root4(ip uint32) (full, deeper bool) {
 	b := byte(ip >> 24)
 	bit := uint64(1) << (b & 63)
 	if n.full[b>>6]&bit != 0 {
-		return true
+		return true, false
 	}
-	return n.kids[b>>6]&bit != 0 && n.descend4(ip)
+	return false, n.kids[b>>6]&bit != 0
 }
 
 // descend4 continues contains4 below the root.
