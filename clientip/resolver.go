@@ -179,9 +179,6 @@ func MustNew(cfg Config) *Resolver {
 // change r.
 func (r *Resolver) Config() Config { return r.cfg }
 
-// TrustedProxies returns r's trusted set.
-func (r *Resolver) TrustedProxies() PrefixSet { return r.trusted }
-
 // Resolve walks the chain of one connection's transport t and, for HTTP, its
 // headers h (nil for protocols without headers) and returns the client with its
 // provenance.
