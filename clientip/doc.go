@@ -101,17 +101,17 @@
 //     node), and otherwise with ErrTooFewHops in hop-count mode or
 //     ErrAllTrusted.
 //
-// So with MaxHops 1 behind a PROXY load balancer, any X-Real-IP a trusted
-// peer sends is ErrTooManyHops, empty or not, while two X-Real-IP lines are
-// ErrMultipleValues.
+// So with MaxHops 1 behind a PROXY load balancer, one X-Real-IP value from a
+// trusted peer is ErrTooManyHops whether it is empty, garbage or an address,
+// while a list or a second X-Real-IP line is ErrMultipleValues.
 //
 // # Bounds on RFC 7239
 //
 // RFC 7239 sets no limit on the parameters of a Forwarded element. The walk
 // reads at most 16 in an element it needs, and an element with more is
 // ErrMalformed: the bound keeps the check for repeated parameters cheap on
-// hostile input, and no proxy writes more than the four parameters the RFC
-// defines plus a few extensions. Nodes have no length limit: an obfuscated
+// hostile input, and proxies write the four parameters the RFC defines and
+// seldom any other. Nodes have no length limit: an obfuscated
 // identifier of any length is ErrUnknownHop, and an address with an
 // obfuscated port of any length is read.
 //
