@@ -1,5 +1,11 @@
 package ranges
 
+import (
+	"fmt"
+
+	"github.com/sourceip/sourceip/internal/enumtext"
+)
+
 // Provider names the publisher of a range list and, with it, the list's
 // format.
 //
@@ -41,16 +47,27 @@ var providerNames = [...]string{
 
 // String returns the Provider's name: "unknown", "cloudflare", "aws",
 // "google-cloud", "azure", "fastly" or "cidr-list".
-func (p Provider) String() string { return enumString(p, providerNames[:], "Provider") }
+func (p Provider) String() string { return enumtext.String(providerNames[:], p, "Provider") }
 
 // MarshalText implements [encoding.TextMarshaler] with the names String
 // returns. ProviderUnknown and values outside the list are an error.
 func (p Provider) MarshalText() ([]byte, error) {
-	return enumMarshal(p, providerNames[:], int(ProviderUnknown), ErrUnknownProvider)
+	if p == ProviderUnknown {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownProvider, p)
+	}
+	return enumtext.Marshal(providerNames[:], p, "Provider", ErrUnknownProvider)
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler] for the names String
 // returns, except "unknown".
 func (p *Provider) UnmarshalText(text []byte) error {
-	return enumUnmarshal(p, text, providerNames[:], int(ProviderUnknown), ErrUnknownProvider)
+	v, err := enumtext.Parse[Provider](providerNames[:], text, "Provider", ErrUnknownProvider)
+	if err == nil && v == ProviderUnknown {
+		err = fmt.Errorf("%w: %q", ErrUnknownProvider, text)
+	}
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/sourceip/sourceip/internal/enumtext"
 )
 
 // Provenance says where a refresher's current set came from.
@@ -32,18 +34,18 @@ var provenanceNames = [...]string{
 }
 
 // String returns "none", "snapshot", "disk" or "network".
-func (p Provenance) String() string { return enumString(p, provenanceNames[:], "Provenance") }
+func (p Provenance) String() string { return enumtext.String(provenanceNames[:], p, "Provenance") }
 
 // MarshalText implements [encoding.TextMarshaler] with the names String
 // returns.
 func (p Provenance) MarshalText() ([]byte, error) {
-	return enumMarshal(p, provenanceNames[:], -1, errUnknownProvenance)
+	return enumtext.Marshal(provenanceNames[:], p, "Provenance", errUnknownProvenance)
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler] for the names String
 // returns.
 func (p *Provenance) UnmarshalText(text []byte) error {
-	return enumUnmarshal(p, text, provenanceNames[:], -1, errUnknownProvenance)
+	return enumtext.Unmarshal(p, provenanceNames[:], text, "Provenance", errUnknownProvenance)
 }
 
 var errUnknownProvenance = errors.New("ranges: unknown provenance")
