@@ -81,7 +81,7 @@ func TestHAProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, err := NewListener(app, Config{
-		TrustedUpstreams:  clientip.MustParsePrefixSet(haproxyAddr),
+		Trust:             trustOf(haproxyAddr),
 		ReadHeaderTimeout: 3 * time.Second,
 		OnReject:          func(r Rejection) { t.Errorf("rejected: %+v", r) },
 	})

@@ -14,9 +14,9 @@
 // a PROXY listener's own counters:
 //
 //	inst, err := otelsourceip.New()
-//	pl, err := proxyproto.NewListener(inner, proxyproto.Config{..., OnReject: inst.ObserveProxyRejection})
+//	pl, err := proxyproto.NewListener(inner, proxyproto.Config{Trust: trust, OnReject: inst.ObserveProxyRejection})
 //	reg, err := inst.ObserveListener("mqtt", pl) // reg.Unregister() after pl.Close()
-//	resolve, err := middleware.New(middleware.Config{Resolver: r, Observer: inst})
+//	resolve, err := middleware.New(middleware.Config{Trust: trust, Observer: inst})
 //	policy, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{Allow: ranges, Observer: inst})
 //
 // For connections resolved with middleware.NewListener, call

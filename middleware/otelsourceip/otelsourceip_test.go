@@ -148,7 +148,7 @@ func TestObserveAllocs(t *testing.T) {
 	}
 
 	r := clientip.MustNew(clientip.Config{TrustedProxies: clientip.Private(), Header: "X-Forwarded-For"})
-	mw, err := middleware.New(middleware.Config{Resolver: r, Observer: in})
+	mw, err := middleware.New(middleware.Config{Trust: r, Observer: in})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,14 +17,14 @@ func TestSetupFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.ProxyTrusted.Contains(topo.NodeAddr(2).V4) || !s.Resolver.TrustedProxies.Contains(topo.PodGateway(1).V6) || s.ProxyTrusted.Contains(topo.LBInternal.V4) {
-		t.Errorf("Cluster + PROXY: trusted %v, resolver %+v, want the nodes", s.ProxyTrusted, s.Resolver)
+	if !s.ProxyHeader || !s.Resolver.TrustedProxies.Contains(topo.NodeAddr(2).V4) || !s.Resolver.TrustedProxies.Contains(topo.PodGateway(1).V6) || s.Resolver.TrustedProxies.Contains(topo.LBInternal.V4) {
+		t.Errorf("Cluster + PROXY: %+v, want PROXY headers from the nodes", s)
 	}
 	s, err = SetupFor(trafficpolicy.Expect(lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBFullProxy)), n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.ProxyTrusted.Len() != 0 || s.Resolver.TrustedProxies.Len() != 0 || !s.Resolver.Masquerade.Contains(topo.LBInternal.V4) {
+	if s.ProxyHeader || s.Resolver.TrustedProxies.Len() != 0 || !s.Resolver.Masquerade.Contains(topo.LBInternal.V4) {
 		t.Errorf("Local + full proxy: %+v, want nothing trusted and the load balancer flagged", s)
 	}
 }

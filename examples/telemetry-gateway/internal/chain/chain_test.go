@@ -62,7 +62,7 @@ func start(t *testing.T, hs, connect time.Duration) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := proxyproto.NewListener(tcp, proxyproto.Config{TrustedUpstreams: clientip.Loopback()})
+	pl, err := proxyproto.NewListener(tcp, proxyproto.Config{Trust: clientip.MustNew(clientip.Config{TrustedProxies: clientip.Loopback()})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func TestForwardsWithHeaderFromSource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pl, err := proxyproto.NewListener(inner, proxyproto.Config{TrustedUpstreams: clientip.MustParsePrefixSet("127.0.0.200")})
+		pl, err := proxyproto.NewListener(inner, proxyproto.Config{Trust: clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.200")})})
 		if err != nil {
 			t.Fatal(err)
 		}
