@@ -41,6 +41,19 @@
 // one sees the change. Upstreams is intersected per connection, so a change
 // that stops trusting a load balancer stops its headers at once.
 //
+// HTTP requests load the resolver anew, one load per request (the
+// middleware package does), so a change reaches requests on connections
+// already open, whose PROXY layer was judged when they arrived. A change
+// that stops trusting a load balancer makes its open connections' requests
+// name the load balancer, which fails closed. The other direction has one
+// trap: under [UntrustedIgnore], a header from a peer that was not trusted
+// when its connection arrived is discarded, and a request on that
+// connection walked after a change that trusts the peer steps over it
+// without the PROXY layer it sent, into a forwarding header its client
+// wrote. Do not combine UntrustedIgnore with a Trust that may come to trust
+// more upstreams on a chain whose resolver reads a header; under the
+// default, [UntrustedClose], such a connection never reaches the server.
+//
 // A resolver in hop-count mode without TrustedProxies steps over any socket
 // peer; the listener never takes that for naming an upstream. Such a chain's
 // PROXY upstreams must be listed in Upstreams, and without them no header is
