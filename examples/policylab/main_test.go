@@ -62,8 +62,7 @@ func TestLab(t *testing.T) {
 				mine = append(mine, name)
 			}
 		}
-		if len(mine) > 0 {
-			t.Errorf("namespaces left behind: %v", mine)
+		if !assert.Empty(t, mine, "namespaces left behind") {
 			netns.Delete(context.Background(), mine)
 		}
 	})
@@ -77,7 +76,7 @@ func TestLab(t *testing.T) {
 	require.NoError(t, err, "%s", md)
 	if !rep.Passed() {
 		for _, f := range rep.Failures() {
-			t.Error(f)
+			assert.Fail(t, f)
 		}
 		t.Logf("report:\n%s", md)
 		return
