@@ -74,7 +74,7 @@ func TestLab(t *testing.T) {
 	md, rerr := os.ReadFile(out)
 	require.NoError(t, rerr)
 	require.NoError(t, err, "%s", md)
-	if !rep.Passed() {
+	if !assert.True(t, rep.Passed(), "the lab did not pass") {
 		for _, f := range rep.Failures() {
 			assert.Fail(t, f)
 		}
