@@ -1,6 +1,9 @@
 package ratelimit
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Decision is the answer to one request for tokens: whether it is allowed,
 // and what the bucket looks like afterwards, which is what the RateLimit
@@ -43,4 +46,20 @@ func (d Decision) Window() time.Duration {
 		return d.RetryAfter
 	}
 	return d.Refill
+}
+
+// Describe returns the Decision fields that describe a bucket of lim
+// holding tokens (negative while in debt to reservations): Remaining, the
+// whole tokens, and Refill, the time until one more. The other fields are
+// left zero for the Store to set. It serves stores that keep their state
+// in another form.
+func (lim Limit) Describe(tokens float64) Decision {
+	burst := float64(lim.Burst)
+	if tokens >= burst {
+		return Decision{Remaining: lim.Burst, Refill: seconds(1 / lim.Rate)}
+	}
+	whole := max(math.Floor(tokens), 0)
+	// At least a nanosecond: a bucket a hair below a whole token (float
+	// rounding) still has to wait for it.
+	return Decision{Remaining: int(whole), Refill: max(seconds((whole+1-tokens)/lim.Rate), 1)}
 }

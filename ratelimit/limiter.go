@@ -229,29 +229,16 @@ func (l *Limiter) takeFrom(bk *bucket, now time.Time, n int, maxWait time.Durati
 		wait = seconds(-left / rate)
 		if wait > maxWait {
 			l.stats.Refused++
-			d := l.limit.decision(bk.tokens)
+			d := l.limit.Describe(bk.tokens)
 			d.RetryAfter = wait
 			return d
 		}
 	}
 	bk.tokens = left
 	l.stats.Allowed++
-	d := l.limit.decision(left)
+	d := l.limit.Describe(left)
 	d.Allowed, d.Delay = true, wait
 	return d
-}
-
-// decision describes a bucket holding tokens (negative in debt): the whole
-// tokens left, and the time until one more.
-func (lim Limit) decision(tokens float64) Decision {
-	burst := float64(lim.Burst)
-	if tokens >= burst {
-		return Decision{Remaining: lim.Burst, Refill: seconds(1 / lim.Rate)}
-	}
-	whole := max(math.Floor(tokens), 0)
-	// At least a nanosecond: a bucket a hair below a whole token (float
-	// rounding) still has to wait for it.
-	return Decision{Remaining: int(whole), Refill: max(seconds((whole+1-tokens)/lim.Rate), 1)}
 }
 
 // refund gives n tokens back to key's bucket, if l still holds it.

@@ -175,6 +175,11 @@ func (p *Process) end(sig syscall.Signal) {
 	})
 }
 
+// Signal sends sig to the program (SIGSTOP freezes it: its listening
+// socket still completes connections, but it answers nothing, like a host
+// behind a network partition; SIGCONT thaws it).
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
 // Exited is closed when the program has exited.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/sourceip/sourceip/internal/daemon"
@@ -100,6 +101,21 @@ func (r *Redis) Kill() { r.current().Kill() }
 
 // Stop stops the server gracefully (SIGTERM).
 func (r *Redis) Stop() { r.current().Stop() }
+
+// Freeze stops the server without ending it (SIGSTOP): the kernel still
+// completes connections to its port, but nothing answers, as behind a
+// network partition. Thaw (SIGCONT) lets it go on. A frozen server is
+// thawed when the test ends.
+func (r *Redis) Freeze() {
+	r.tb.Helper()
+	if err := r.current().Signal(syscall.SIGSTOP); err != nil {
+		r.tb.Fatalf("redis-server freeze: %v", err)
+	}
+	r.tb.Cleanup(r.Thaw)
+}
+
+// Thaw lets a frozen server go on.
+func (r *Redis) Thaw() { r.current().Signal(syscall.SIGCONT) }
 
 // Restart starts the server again, after Kill or Stop, on the same port and
 // directory, and returns once it accepts connections. It fails the test
