@@ -20,6 +20,10 @@
 //   - [github.com/sourceip/sourceip/middleware] resolves once per HTTP request
 //     (net/http and chi), enforces source-range policies, and resolves per
 //     connection for MQTT and raw TCP.
+//   - [github.com/sourceip/sourceip/ratelimit] limits events per resolved
+//     client with token buckets in bounded memory, as net/http middleware
+//     with the IETF RateLimit fields, and through a Store shared by the
+//     replicas of a service (Redis/Valkey: the ratelimit/redisstore module).
 //   - [github.com/sourceip/sourceip/trafficpolicy] models Kubernetes Service
 //     traffic policies: what a backend sees under externalTrafficPolicy Local
 //     and Cluster, a health server compatible with kube-proxy's

@@ -67,7 +67,7 @@ func TestHAProxySSL(t *testing.T) {
 	l, err := NewListener(app, Config{
 		Trust:             trustOf(haproxyAddr),
 		ReadHeaderTimeout: 3 * time.Second,
-		OnReject:          func(r Rejection) { t.Errorf("rejected: %+v", r) },
+		OnReject:          func(r Rejection) { assert.Fail(t, "rejected", "%+v", r) },
 	})
 	require.NoError(t, err)
 	defer l.Close()
