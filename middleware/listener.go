@@ -39,7 +39,7 @@ import (
 // Resolution failures do not refuse connections: the connection is returned
 // with its error, to be judged by the server (for example with
 // [SourceRanges.Check]) where it can answer in its own protocol. Put TLS
-// outside this listener, tls.NewListener(middleware.NewListener(pp, r), cfg),
+// outside this listener, tls.NewListener(middleware.NewListener(pp, trust), cfg),
 // so that servers that look for a *tls.Conn still find one; ResultFromConn
 // sees through it.
 //
