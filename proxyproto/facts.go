@@ -20,8 +20,8 @@ type Facts struct {
 	Peer, Local netip.AddrPort
 
 	// Version is the header's version, 1 or 2, or 0 when the connection had
-	// no header or its header was not believed (a peer outside
-	// Config.TrustedUpstreams under [UntrustedIgnore]).
+	// no header or its header was not believed (a peer the listener does not
+	// trust, under [UntrustedIgnore]).
 	Version uint8
 
 	// Command is CommandProxy or CommandLocal with a header, CommandNone
