@@ -1,8 +1,11 @@
 package middleware
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
@@ -207,4 +210,67 @@ func TestStoreRaceConnectionsAndRequests(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
+}
+
+// A trust change never turns what a client wrote on a connection that is
+// already open into a trusted proxy's report. The PROXY listener's judgement
+// of the socket peer, made when the connection arrived, holds for the
+// connection's lifetime (proxyproto.Facts.PeerUntrusted): a load balancer
+// that was not trusted then, whose PROXY header was discarded under
+// UntrustedIgnore, is not stepped over on that connection after the Store
+// starts to trust it, so the X-Forwarded-For its client forged is never read.
+// The same holds for a direct client whose address becomes trusted.
+func TestTrustChangeOnOpenConnection(t *testing.T) {
+	tests := []struct {
+		name      string
+		withProxy bool // the peer sends a PROXY header first
+	}{
+		{"discarded PROXY header under UntrustedIgnore", true},
+		{"direct client whose address becomes trusted", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := mustStore(t, lbConfig("127.0.0.9"))
+			pl, err := proxyproto.NewListener(loopback(t), proxyproto.Config{Trust: store, Untrusted: proxyproto.UntrustedIgnore})
+			require.NoError(t, err)
+			mw, err := New(Config{Trust: store})
+			require.NoError(t, err)
+			srv := &http.Server{
+				ConnContext: proxyproto.ConnContext,
+				Handler: mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					res, _ := clientip.FromContext(r.Context())
+					io.WriteString(w, res.Client.String())
+				})),
+			}
+			go srv.Serve(pl)
+			t.Cleanup(func() { srv.Close() })
+
+			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}}
+			var c net.Conn
+			if tt.withProxy {
+				c, err = proxyproto.DialContext(t.Context(), d, "tcp", pl.Addr().String(), proxyHeader("203.0.113.7:5555"))
+			} else {
+				c, err = d.DialContext(t.Context(), "tcp", pl.Addr().String())
+			}
+			require.NoError(t, err)
+			t.Cleanup(func() { c.Close() })
+			br := bufio.NewReader(c)
+			get := func() string {
+				t.Helper()
+				_, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 6.6.6.6\r\n\r\n")
+				require.NoError(t, err)
+				resp, err := http.ReadResponse(br, nil)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				body, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+				return string(body)
+			}
+			assert.Equal(t, "127.0.0.1", get(), "before the change: the untrusted peer is the client")
+			_, err = store.Swap(lbConfig("127.0.0.1"))
+			require.NoError(t, err)
+			assert.Equal(t, "127.0.0.1", get(), "after the change, on the same connection: the forged X-Forwarded-For was read")
+		})
+	}
 }

@@ -43,16 +43,16 @@
 //
 // HTTP requests load the resolver anew, one load per request (the
 // middleware package does), so a change reaches requests on connections
-// already open, whose PROXY layer was judged when they arrived. A change
-// that stops trusting a load balancer makes its open connections' requests
-// name the load balancer, which fails closed. The other direction has one
-// trap: under [UntrustedIgnore], a header from a peer that was not trusted
-// when its connection arrived is discarded, and a request on that
-// connection walked after a change that trusts the peer steps over it
-// without the PROXY layer it sent, into a forwarding header its client
-// wrote. Do not combine UntrustedIgnore with a Trust that may come to trust
-// more upstreams on a chain whose resolver reads a header; under the
-// default, [UntrustedClose], such a connection never reaches the server.
+// already open. The listener's judgement of the socket peer, made when the
+// connection arrived, still holds for the connection's lifetime
+// ([Facts].PeerUntrusted, which clientip honours): a change that stops
+// trusting a load balancer makes its open connections' requests name the
+// load balancer, which fails closed; a change that starts trusting a peer
+// applies to its next connection only. A peer that was not trusted when it
+// connected (a direct client, or one whose header was discarded under
+// [UntrustedIgnore], after which the bytes are its client's) is never
+// stepped over on that connection, so a forwarding header its client wrote
+// is never read as a proxy's report.
 //
 // A resolver in hop-count mode without TrustedProxies steps over any socket
 // peer; the listener never takes that for naming an upstream. Such a chain's

@@ -591,6 +591,9 @@ func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 	}
 	r.facts.Peer = hs.peer
 	r.facts.Local = socketAddrPort(nc.LocalAddr())
+	// The walk honours this judgement for the connection's lifetime: a
+	// discarded header means the bytes after it are not the peer's.
+	r.facts.PeerUntrusted = r.ignored || hs.res != nil && !hs.res.TrustsPeer(hs.peer.Addr())
 	c := newConn(nc, r.facts, r.rest)
 	c.ignored = r.ignored
 	c.trust, c.res = l.trust, hs.res

@@ -331,7 +331,7 @@ func TestListenerUntrustedHeaderIgnored(t *testing.T) {
 	c.Write(append(b, "data"...))
 	sc := s.accept(t)
 	f := sc.Facts()
-	assert.Equal(t, Facts{Peer: f.Peer, Local: f.Local}, f, "the untrusted header was believed")
+	assert.Equal(t, Facts{Peer: f.Peer, Local: f.Local, PeerUntrusted: true}, f, "the untrusted header was believed")
 	assert.Equal(t, netip.MustParseAddr("127.0.0.66"), f.Peer.Addr())
 	assert.Equal(t, c.LocalAddr().String(), sc.RemoteAddr().String())
 	assertReads(t, sc, "data")
