@@ -240,3 +240,36 @@ func FuzzParseIPv4(f *testing.F) {
 		require.Equal(t, []any{a, n, ok}, []any{ab, nb, okb}, "parseIPv4([]byte(%q))", s)
 	})
 }
+
+// FuzzBack6 checks walkXFF's backward IPv6 reader against parseListAddr on
+// the line's last element: when back6 accepts it, parseListAddr reads the
+// same address, and when the element is plain IPv6 text (hex fields and
+// colons only) that parseListAddr accepts, back6 accepts it too.
+func FuzzBack6(f *testing.F) {
+	for _, s := range []string{"::", "::1", "1::", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::2:3:4:5:6:7:8",
+		"1:2:3:4:5:6:7:8:9", "1::2::3", ":::", "1:::2", ":1", "1:", "12345::", "0001::", "::ffff:c000:201",
+		"2001:db8::7, fd00::2", " fd00::3 ", "6.6.6.6,\t::1", "::ffff:1.2.3.4", "[::1]:80", "fe80::1%eth0",
+		"1 :2", "::1 ::2", "abcd:EF01::", "", ",", "1.2.3.4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, l string) {
+		a, j := back6(l, len(l))
+		last := l[strings.LastIndexByte(l, ',')+1:]
+		e := trimOWS(last)
+		if j >= -1 {
+			require.Equal(t, len(l)-len(last)-1, j, "back6(%q) stops at the wrong place", l)
+			want, why := parseListAddr(e)
+			if why == ReasonUnspecified {
+				require.True(t, a.IsUnspecified(), "back6(%q) = %v; parseListAddr: unspecified", l, a)
+				return
+			}
+			require.Equal(t, ReasonNone, why, "back6(%q) = %v; parseListAddr refuses %q", l, a, e)
+			require.Equal(t, want, a, "back6(%q)", l)
+			return
+		}
+		if e != "" && strings.Trim(e, "0123456789abcdefABCDEF:") == "" {
+			_, why := parseListAddr(e)
+			require.NotEqual(t, ReasonNone, why, "back6(%q) refuses %q, which parseListAddr reads", l, e)
+		}
+	})
+}
