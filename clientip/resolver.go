@@ -214,9 +214,12 @@ func (r *Resolver) resolve(res *Result, t *Transport, h http.Header) error {
 }
 
 // ResolveRequest resolves the client of an HTTP request. The transport is
-// the one a connection wrapper stored with [NewTransportContext] (the proxyproto
-// package's ConnContext helper does so, keeping the PROXY layer apart from the
-// load balancer's socket address); otherwise it is parsed from req.RemoteAddr.
+// the one a connection wrapper stored with [NewConnContext] or
+// [NewTransportContext] (the middleware and proxyproto packages' ConnContext
+// helpers do so, keeping the PROXY layer apart from the load balancer's
+// socket address), found with one context lookup; otherwise it is parsed
+// from req.RemoteAddr. The trust is r's, whatever Trust the connection
+// carries: [FromRequest] is the form that resolves under the connection's.
 // A peer on a Unix-domain listener (http.LocalAddrContextKey) has no IP
 // address whatever RemoteAddr says, since that is the path the client bound
 // its socket to and may read "127.0.0.1:9". ResolveRequest never modifies req.
@@ -228,23 +231,24 @@ func (r *Resolver) ResolveRequest(req *http.Request) (res Result, err error) {
 
 func (r *Resolver) resolveRequest(res *Result, req *http.Request) error {
 	ctx := req.Context()
-	t, ok := TransportFromContext(ctx)
-	if !ok {
-		la, _ := ctx.Value(http.LocalAddrContextKey).(net.Addr)
-		switch {
-		case la != nil && strings.HasPrefix(la.Network(), "unix"):
-			// A Unix-domain listener: the peer has no IP address, whatever
-			// RemoteAddr says. It is the path the client bound its socket
-			// to, which can read "127.0.0.1:9".
-		default:
-			ap, ok := parseRemoteAddr(req.RemoteAddr)
-			if !ok {
-				// Not a Unix socket, so an unreadable RemoteAddr (rewritten
-				// by other middleware, say) must not pass for a local peer.
-				return &ChainError{Err: ErrNoAddress, Value: req.RemoteAddr}
-			}
-			t.Peer = ap
+	if ci, ok := ctx.Value(transportCtxKey).(*connInfo); ok {
+		return ci.resolve(res, r, req.Header)
+	}
+	var t Transport
+	la, _ := ctx.Value(http.LocalAddrContextKey).(net.Addr)
+	switch {
+	case la != nil && strings.HasPrefix(la.Network(), "unix"):
+		// A Unix-domain listener: the peer has no IP address, whatever
+		// RemoteAddr says. It is the path the client bound its socket
+		// to, which can read "127.0.0.1:9".
+	default:
+		ap, ok := parseRemoteAddr(req.RemoteAddr)
+		if !ok {
+			// Not a Unix socket, so an unreadable RemoteAddr (rewritten
+			// by other middleware, say) must not pass for a local peer.
+			return &ChainError{Err: ErrNoAddress, Value: req.RemoteAddr}
 		}
+		t.Peer = ap
 	}
 	return r.resolve(res, &t, req.Header)
 }
