@@ -44,7 +44,7 @@ type Gateway struct {
 	cfg     Config
 	log     *slog.Logger
 	met     *instruments
-	allow   *middleware.SourceRanges // nil: allow all resolved clients
+	allow   *middleware.Policy // nil: allow all resolved clients
 	limiter *ratelimit.Limiter
 	masq    *masqWarner
 	sink    *sink.Sink

@@ -251,7 +251,7 @@ func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 // warned about).
 func (g *Gateway) admit(res clientip.Result, err error) error {
 	if g.allow != nil {
-		return g.allow.Check(res, err)
+		return g.allow.Check("", res, err)
 	}
 	if err != nil && !errors.Is(err, clientip.ErrMasqueraded) {
 		return fmt.Errorf("%w: %w", middleware.ErrUnresolved, err)
