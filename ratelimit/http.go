@@ -75,7 +75,10 @@ type HTTPConfig struct {
 //
 // It resolves each request's client itself, from the request and
 // HTTPConfig.Trust (resolution does not allocate), and passes the request
-// on unchanged: no copy, no context value. It is safe for concurrent use.
+// on unchanged: no copy, no context value. Behind a server whose
+// ConnContext is middleware.ConnContext, the connection's layers are found
+// with one context lookup and r.RemoteAddr is not parsed; the Trust is
+// still HTTPConfig.Trust's. It is safe for concurrent use.
 type HTTP struct {
 	cfg    HTTPConfig
 	fields fieldCache
