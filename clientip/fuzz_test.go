@@ -11,6 +11,7 @@ import (
 
 // fuzzSeeds are header values from the table tests and a few hostile shapes.
 var fuzzSeeds = []string{
+	"2001:db8:9::1, 2001:db8:1:ffff::2, 2001:db8:2:3::5", "2001:db8:1::, 2001:db8:2:3::6, ::ffff:10.0.0.2",
 	"198.51.100.7", "6.6.6.6, 198.51.100.7, 10.0.0.2", " ,\t198.51.100.7\t , ,, 10.0.0.2 ,",
 	"198.51.100.7:8080", "[2001:db8::7]:443", "2001:db8::7", "::ffff:10.0.0.2", "fd00::2%eth0",
 	"010.0.0.1", "0x0a.0.0.1", "198.51.100.0/24", "evil.example", "198.51.100.7\x00", "0.0.0.0", "::",
@@ -32,6 +33,7 @@ var fuzzConfigs = []Config{
 	{TrustedProxies: private10, MaxHops: 3},
 	{TrustedProxies: private10, TrustUnixSocket: true, Masquerade: MustParsePrefixSet("192.0.2.0/24, 2001:db8::/64")},
 	{TrustedProxies: private10, Masquerade: MustParsePrefixSet("10.0.0.0/16, 198.51.100.0/24")},
+	{TrustedProxies: MustParsePrefixSet("10.0.0.0/8, 2001:db8:1::/48, 2001:db8:2:3::5/128, fd00::/8")},
 }
 
 var fuzzTransports = []Transport{
@@ -253,7 +255,8 @@ func FuzzBack6(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, l string) {
-		a, j := back6(l, len(l))
+		hi, lo, j := back6(l, len(l))
+		a := addrFrom128(hi, lo).Unmap()
 		last := l[strings.LastIndexByte(l, ',')+1:]
 		e := trimOWS(last)
 		if j >= -1 {

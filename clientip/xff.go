@@ -33,8 +33,9 @@ func (r *Resolver) walkXFF(res *Result, lines []string, pos int) (Reason, string
 	cur := res.Via // the hop last stepped over
 	// byRange is trusted-range mode with IPv4 prefixes to trust; without
 	// them every dotted quad takes the general path, where it is the client.
-	t4, maxHops := r.trusted.v4, r.maxHops
+	t4, t6, maxHops := r.trusted.v4, r.trusted.v6, r.maxHops
 	byRange := r.hops == 0 && t4 != nil
+	byRange6 := r.hops == 0 && t6 != nil
 	// A trusted dotted quad is kept as curIP and made an Addr only if it is
 	// still the last trusted hop when the walk ends.
 	var curIP uint32
@@ -68,14 +69,33 @@ func (r *Resolver) walkXFF(res *Result, lines []string, pos int) (Reason, string
 					return r.found(res, addrFrom4(ip), r.source, pos, cur), ""
 				}
 				a = addrFrom4(ip)
-			} else if a6, j := back6(l, end); j >= -1 {
+			} else if hi, lo, j := back6(l, end); j >= -1 {
 				if pos++; pos > maxHops {
 					return r.fail(res, pos, ReasonTooManyHops, "")
 				}
-				if a6.IsUnspecified() {
+				if hi|lo == 0 {
 					return r.fail(res, pos, ReasonUnspecified, trimOWS(l[j+1:end]))
 				}
-				end, a = j, a6
+				end = j
+				if hi == 0 && lo>>32 == 0xffff {
+					// IPv4-mapped: the walk reads it as its IPv4 address.
+					a = addrFrom4(uint32(lo))
+				} else {
+					a = addrFrom128(hi, lo)
+					if byRange6 {
+						// As for dotted quads, the trust predicate on the
+						// parsed halves is the whole decision, spelt out for
+						// the root, where most lookups end.
+						if t6.full6(hi) || t6.kids6(hi) && t6.descend6(hi, lo) {
+							cur, curLazy = a, false
+							continue
+						}
+						if curLazy {
+							cur = addrFrom4(curIP)
+						}
+						return r.found(res, a, r.source, pos, cur), ""
+					}
+				}
 			} else {
 				i := strings.LastIndexByte(l[:end], ',')
 				e := trimOWS(l[i+1 : end])
@@ -160,12 +180,13 @@ func back4(l string, end int) (ip uint32, j int) {
 // back6 parses the element of l that ends at end (exclusive) if it is IPv6
 // text made of hex fields and at most one "::", with optional white space
 // around it, reading backwards as back4 does, so that the element's start is
-// found in the same pass. It returns the address, unmapped, and the index of
-// the comma before the element (-1 at the start of the line), or j < -1 when
-// the element is anything else (brackets, a port, a zone, an embedded dotted
-// quad, or no address at all), which the general path judges. Of such text
-// it accepts exactly what parseIPv6 accepts (FuzzBack6).
-func back6(l string, end int) (a netip.Addr, j int) {
+// found in the same pass. It returns the address as its high and low 64
+// bits and the index of the comma before the element (-1 at the start of
+// the line), or j < -1 when the element is anything else (brackets, a port,
+// a zone, an embedded dotted quad, or no address at all), which the general
+// path judges. Of such text it accepts exactly what parseIPv6 accepts
+// (FuzzBack6).
+func back6(l string, end int) (hi0, lo0 uint64, j int) {
 	j = end - 1
 	for uint(j) < uint(len(l)) && (l[j] == ' ' || l[j] == '\t') {
 		j--
@@ -195,7 +216,7 @@ func back6(l string, end int) (a netip.Addr, j int) {
 				j--
 			}
 			if shift == 0 || shift > 16 || n == 8 {
-				return a, -2
+				return 0, 0, -2
 			}
 			lo, hi = lo>>16|hi<<48, hi>>16|v<<48
 			n++
@@ -203,12 +224,12 @@ func back6(l string, end int) (a netip.Addr, j int) {
 				break
 			}
 			if l[j] != ':' {
-				return a, -2
+				return 0, 0, -2
 			}
 			j--
 			if uint(j) < uint(len(l)) && l[j] == ':' {
 				if ell >= 0 {
-					return a, -2
+					return 0, 0, -2
 				}
 				ell, j = n, j-1
 				rhi, rlo = shr128(hi, lo, uint(128-16*n))
@@ -225,17 +246,14 @@ func back6(l string, end int) (a netip.Addr, j int) {
 	}
 	switch {
 	case uint(j) < uint(len(l)) && l[j] != ',':
-		return a, -2
+		return 0, 0, -2
 	case ell < 0 && n != 8, ell >= 0 && n == 8: // "::" stands for at least one field
-		return a, -2
+		return 0, 0, -2
 	}
 	if j < 0 {
 		j = -1
 	}
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], hi|rhi)
-	binary.BigEndian.PutUint64(b[8:], lo|rlo)
-	return netip.AddrFrom16(b).Unmap(), j
+	return hi | rhi, lo | rlo, j
 }
 
 // shr128 shifts the 128-bit value hi, lo right by s bits, s <= 128.
@@ -250,6 +268,15 @@ func shr128(hi, lo uint64, s uint) (uint64, uint64) {
 // the start of l, or l[j] is a comma or white space.
 func elementStart(l string, j int) bool {
 	return uint(j) >= uint(len(l)) || l[j] == ',' || l[j] == ' ' || l[j] == '\t'
+}
+
+// addrFrom128 returns the IPv6 address whose high and low 64 bits are hi
+// and lo.
+func addrFrom128(hi, lo uint64) netip.Addr {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], hi)
+	binary.BigEndian.PutUint64(b[8:], lo)
+	return netip.AddrFrom16(b)
 }
 
 // addrFrom4 returns the IPv4 address of the host-order integer ip.
