@@ -10,8 +10,9 @@ import (
 // stored only the Transport), and, when the Transport alone decides the
 // client under the resolver r, the Result of that decision.
 //
-// It is immutable once stored: requests of one connection, served on as many
-// goroutines as the protocol allows (HTTP/2), read it without locks.
+// It is immutable once stored, but for slot: requests of one connection,
+// served on as many goroutines as the protocol allows (HTTP/2), read it
+// without locks.
 type connInfo struct {
 	t     Transport
 	trust Trust
@@ -24,6 +25,10 @@ type connInfo struct {
 	// nothing.
 	r   *Resolver
 	res Result
+
+	// slot holds the resolution of the request whose handlers a middleware
+	// runs (HoldRequest).
+	slot heldSlot
 }
 
 // NewConnContext returns a copy of ctx that carries what one connection tells
@@ -64,18 +69,23 @@ func NewConnContext(ctx context.Context, trust Trust, t Transport) context.Conte
 	return c
 }
 
-// resolve resolves a request with headers h on the connection under r.
-func (ci *connInfo) resolve(res *Result, r *Resolver, h http.Header) error {
-	switch r {
-	case ci.r:
-		if r == nil {
-			// A Trust that breaks its contract; never a zero Result without error.
-			return errNilResolver
-		}
+// resolve resolves req on the connection under r: the connection's own
+// answer when it names the client, the resolution a middleware holds for
+// req, or a walk of req's headers.
+func (ci *connInfo) resolve(res *Result, r *Resolver, req *http.Request) error {
+	switch {
+	case r == nil:
+		// A Trust that breaks its contract; never a zero Result without error.
+		return errNilResolver
+	case r == ci.r:
 		*res = ci.res
 		return nil
+	case req.ProtoMajor == 1:
+		if err, ok := ci.slot.take(res, r, req); ok {
+			return err
+		}
 	}
-	return r.resolve(res, &ci.t, h)
+	return r.resolve(res, &ci.t, req.Header)
 }
 
 // FromRequest returns the client of req, looked up once in its context:
@@ -92,23 +102,40 @@ func (ci *connInfo) resolve(res *Result, r *Resolver, h http.Header) error {
 //
 // It is what handlers behind a policy middleware call to read the client:
 // each call resolves again, which for a client named by the connection
-// costs a lookup and a copy, and otherwise a walk of the header. It never
-// modifies req, does not allocate unless the walk fails, and is safe for
-// concurrent use.
-func FromRequest(req *http.Request) (res Result, err error) {
+// costs a lookup and a copy, and otherwise a walk of the header, unless a
+// middleware holds req's resolution ([HoldRequest]), which is then
+// returned. It never modifies req, does not allocate unless the walk fails,
+// and is safe for concurrent use.
+func FromRequest(req *http.Request) (Result, error) {
 	switch v := req.Context().Value(clientCtxKey).(type) {
 	case *connInfo:
 		if v.trust == nil {
-			return res, errNoTrustTransport
+			return Result{}, errNoTrustTransport
 		}
-		err = v.resolve(&res, v.trust.Resolver(), req.Header)
+		r := v.resolver()
+		if r == v.r && r != nil {
+			return v.res, nil // the connection names the client
+		}
+		var res Result
+		err := v.resolve(&res, r, req)
 		return res, err
 	case *Result:
-		res = *v
-		if res.Masqueraded {
-			err = ErrMasqueraded
+		if v.Masqueraded {
+			return *v, ErrMasqueraded
 		}
-		return res, err
+		return *v, nil
 	}
-	return res, ErrNoTrust
+	return Result{}, ErrNoTrust
+}
+
+// resolver returns the resolver ci's trust has in force, with the common
+// Trusts read without a dynamic call.
+func (ci *connInfo) resolver() *Resolver {
+	switch t := ci.trust.(type) {
+	case *Resolver:
+		return t
+	case *Store:
+		return t.Resolver()
+	}
+	return ci.trust.Resolver()
 }

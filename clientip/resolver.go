@@ -232,7 +232,7 @@ func (r *Resolver) ResolveRequest(req *http.Request) (res Result, err error) {
 func (r *Resolver) resolveRequest(res *Result, req *http.Request) error {
 	ctx := req.Context()
 	if ci, ok := ctx.Value(transportCtxKey).(*connInfo); ok {
-		return ci.resolve(res, r, req.Header)
+		return ci.resolve(res, r, req)
 	}
 	var t Transport
 	la, _ := ctx.Value(http.LocalAddrContextKey).(net.Addr)

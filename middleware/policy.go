@@ -435,9 +435,11 @@ func (p *Policy) decideRequest(r *http.Request, res clientip.Result, err error) 
 // (see PolicyConfig.Trust), judges it for the request's target, and serves
 // the requests it admits with h, unchanged: no copy of the request, no
 // context value. Handlers behind it read the client with
-// [clientip.FromRequest]. A refused request is answered by the configured
-// OnDeny after the Observer is told. Handler has the shape of a chi
-// middleware: router.Use(policy.Handler).
+// [clientip.FromRequest], which, while h runs, returns the resolution the
+// policy judged without walking the chain again ([clientip.HoldRequest]). A
+// refused request is answered by the configured OnDeny after the Observer
+// is told. Handler has the shape of a chi middleware:
+// router.Use(policy.Handler).
 //
 // An admitted request costs no allocation, except that a ServeMux routing
 // a request to a pattern with wildcards allocates their values.
@@ -452,7 +454,9 @@ type policyHandler struct {
 
 func (ph *policyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := ph.p
-	res, err := p.resolve(r)
+	held := clientip.HoldRequest(r, p.trust)
+	defer held.Release()
+	res, err := held.Result, held.Err
 	d := p.decideRequest(r, res, err)
 	if p.decisions != nil {
 		p.decisions.ObserveDecision(r.Context(), res, d)

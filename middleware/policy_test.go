@@ -515,3 +515,24 @@ func TestDenial(t *testing.T) {
 		RuleOf(refused)
 	}))
 }
+
+// While the policy's handler runs, the client the handlers read is the one
+// the policy judged: a middleware between them that rewrites the header
+// changes nothing.
+func TestPolicyHandlerHolds(t *testing.T) {
+	p, err := NewSourceRanges(SourceRangesConfig{Allow: office})
+	require.NoError(t, err)
+	var got clientip.Result
+	h := p.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("X-Forwarded-For", "203.0.113.9") // after the policy judged
+		got, err = clientip.FromRequest(r)
+	}))
+	req := connRequest(testResolver(t), "10.0.0.1:5000", "198.51.100.7")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, 200, rec.Code)
+	require.NoError(t, err)
+	assert.Equal(t, addr("198.51.100.7"), got.Client)
+	got, _ = clientip.FromRequest(req)
+	assert.Equal(t, addr("203.0.113.9"), got.Client, "released when the handler returned")
+}

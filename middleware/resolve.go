@@ -104,9 +104,9 @@ func (h *resolveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // demand and refuses the requests whose client cannot be resolved, as [New]
 // does, but passes the others on unchanged: no copy of the request, no
 // context value, no allocation. Handlers behind it read the client with
-// [clientip.FromRequest], which resolves again (a lookup and a copy for a
-// client the connection names, a header walk otherwise); use [New] when
-// handlers should find one stored Result instead, or SetRemoteAddr is
+// [clientip.FromRequest], which, while they run, returns the resolution
+// RequireClient made ([clientip.HoldRequest]); use [New] when handlers
+// should find one stored Result in the context, or SetRemoteAddr is
 // needed.
 //
 // cfg.Trust, when set, is the trust requests are resolved under, from their
@@ -143,13 +143,9 @@ type requireHandler struct {
 }
 
 func (h *requireHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var res clientip.Result
-	var err error
-	if h.cfg.Trust != nil {
-		res, err = h.cfg.Trust.Resolver().ResolveRequest(r)
-	} else {
-		res, err = clientip.FromRequest(r)
-	}
+	held := clientip.HoldRequest(r, h.cfg.Trust)
+	defer held.Release()
+	res, err := held.Result, held.Err
 	if h.cfg.refuse(w, r, res, err) {
 		return
 	}
