@@ -22,8 +22,11 @@ type Held struct {
 // heldSlot holds the resolution of the one request whose handlers a
 // middleware is running on an HTTP/1 connection, which serves one request
 // at a time. holder is read without the lock, so that a resolution for
-// another request (or none held) costs one atomic load; the other fields are
-// guarded by mu.
+// another request (or none held) costs one atomic load, and a release is
+// one compare-and-swap of it; the other fields are written by a hold and
+// read by a resolution of the holder, both under mu, with holder checked
+// there. They outlive a release until the next hold (one request's
+// resolution per connection).
 type heldSlot struct {
 	holder atomic.Pointer[http.Request]
 
@@ -108,16 +111,11 @@ func HoldRequest(req *http.Request, trust Trust) Held {
 // request walk the chain again. Call it when the handlers the middleware
 // runs have returned. It is safe to call on any Held, more than once.
 func (h Held) Release() {
-	s := h.slot
-	if s == nil {
-		return
+	if h.slot != nil {
+		// The fields stay until the next hold overwrites them under the
+		// lock: readers check holder under the lock before they copy.
+		h.slot.holder.CompareAndSwap(h.req, nil)
 	}
-	s.mu.Lock()
-	if s.holder.Load() == h.req {
-		s.holder.Store(nil)
-		s.r, s.res, s.err = nil, Result{}, nil
-	}
-	s.mu.Unlock()
 }
 
 // take copies the resolution held for req under r into res, and reports

@@ -362,9 +362,18 @@ func (r *Resolver) walkSingle(res *Result, lines []string, pos int) (Reason, str
 	case e == "":
 		return r.fail(res, pos, ReasonMalformed, e)
 	}
-	a, f := parseListAddr(e)
-	if f != ReasonNone {
-		return r.fail(res, pos, f, e)
+	var a netip.Addr
+	if ip, j := back4(e, len(e)); j == -1 {
+		// The common entry, a dotted quad, as walkXFF reads it.
+		if ip == 0 {
+			return r.fail(res, pos, ReasonUnspecified, e)
+		}
+		a = addrFrom4(ip)
+	} else {
+		var f Reason
+		if a, f = parseListAddr(e); f != ReasonNone {
+			return r.fail(res, pos, f, e)
+		}
 	}
 	if r.client(a, pos) {
 		return r.found(res, a, r.source, pos, cur), ""
