@@ -16,10 +16,10 @@
 //     them with one context lookup and resolves, without allocating;
 //     [RequireClient] refuses unresolvable chains with 400, a [Policy]'s
 //     Handler refuses clients by rule, and ratelimit.HTTP limits them, each
-//     resolving again and passing the request on unchanged. Resolution is
-//     cheap enough to repeat (tens of nanoseconds for a direct client, whose
-//     answer the connection keeps; a header walk otherwise), and it is the
-//     faster way: see PERFORMANCE.md.
+//     passing the request on unchanged and holding its resolution for the
+//     handlers it runs ([clientip.HoldRequest]), so that their FromRequest
+//     does not walk the chain again. A direct client's answer is kept by its
+//     connection. It is the faster way: see PERFORMANCE.md.
 //   - Resolve once and store the Result. [New] returns a middleware with
 //     the func(http.Handler) http.Handler shape that chi, gorilla/mux and
 //     plain net/http chains use: it resolves each request under the

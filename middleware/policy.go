@@ -314,7 +314,7 @@ func (p *Policy) Decide(target string, res clientip.Result, err error) Decision 
 	if r == nil {
 		return Decision{Err: errInvalidTarget}
 	}
-	return r.judge(res, err)
+	return r.judge(&res, err)
 }
 
 // errInvalidTarget is the refusal of a target no rule can judge.
@@ -349,7 +349,7 @@ func (p *Policy) match(target string) *rule {
 }
 
 // judge decides about one resolution under r.
-func (r *rule) judge(res clientip.Result, err error) Decision {
+func (r *rule) judge(res *clientip.Result, err error) Decision {
 	a := res.Client
 	if err != nil || res.Masqueraded || !a.IsValid() {
 		var d Decision
@@ -366,7 +366,7 @@ func (r *rule) judge(res clientip.Result, err error) Decision {
 // standIn returns the address that stands in for a client that is
 // masqueraded or was not resolved, when r admits such clients to be judged
 // by the lists; otherwise the refusal.
-func (r *rule) standIn(res clientip.Result, err error) (netip.Addr, Decision) {
+func (r *rule) standIn(res *clientip.Result, err error) (netip.Addr, Decision) {
 	if res.Masqueraded || errors.Is(err, clientip.ErrMasqueraded) {
 		switch {
 		case r.masq:
@@ -406,7 +406,7 @@ func (r *rule) refuse(d *Denial, verdict error) Decision {
 // r's target, without writing or observing anything.
 func (p *Policy) CheckRequest(r *http.Request) error {
 	res, err := p.resolve(r)
-	return p.decideRequest(r, res, err).Err
+	return p.decideRequest(r, &res, err).Err
 }
 
 // resolve resolves r's client under the configured Trust, or as
@@ -419,7 +419,7 @@ func (p *Policy) resolve(r *http.Request) (clientip.Result, error) {
 }
 
 // decideRequest finds the rule for r and judges res and err under it.
-func (p *Policy) decideRequest(r *http.Request, res clientip.Result, err error) Decision {
+func (p *Policy) decideRequest(r *http.Request, res *clientip.Result, err error) Decision {
 	var rl *rule
 	switch {
 	case len(p.rules) == 0 && p.kind != TargetTopics:
@@ -469,20 +469,19 @@ func (ph *policyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := ph.p
 	held := clientip.HoldRequest(r, p.trust)
 	defer held.Release()
-	res, err := held.Result, held.Err
-	d := p.decideRequest(r, res, err)
+	d := p.decideRequest(r, &held.Result, held.Err)
 	if p.decisions != nil {
-		p.decisions.ObserveDecision(r.Context(), res, d)
+		p.decisions.ObserveDecision(r.Context(), held.Result, d)
 	}
 	if d.Err != nil {
 		if p.observer != nil {
-			p.observer.ObserveDeny(r.Context(), res, d.Err)
+			p.observer.ObserveDeny(r.Context(), held.Result, d.Err)
 		}
 		deny := p.onDeny
 		if deny == nil { // a zero Policy
 			deny = denied
 		}
-		deny(w, r, res, d.Err)
+		deny(w, r, held.Result, d.Err)
 		return
 	}
 	ph.next.ServeHTTP(w, r)

@@ -80,7 +80,8 @@ func TestPolicyServeMuxPrecedence(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest(tc.method, tc.url, nil)
-			d := p.decideRequest(r, resolvedAt("198.51.100.7"), nil)
+			res := resolvedAt("198.51.100.7")
+			d := p.decideRequest(r, &res, nil)
 			assert.Equal(t, tc.rule, d.Rule)
 			require.NoError(t, d.Err)
 			// The application's own ServeMux serves the request with the
@@ -103,8 +104,9 @@ func TestPolicyServeMuxPrecedence(t *testing.T) {
 	// and the default decides.
 	only, err := NewPolicy(PolicyConfig{Targets: TargetPatterns, Rules: []Rule{{Name: "get", Target: "GET /only/", Allow: everyone}}})
 	require.NoError(t, err)
-	assert.Equal(t, "get", only.decideRequest(httptest.NewRequest("GET", "/only/x", nil), resolvedAt("198.51.100.7"), nil).Rule)
-	assert.Equal(t, "default", only.decideRequest(httptest.NewRequest("POST", "/only/x", nil), resolvedAt("198.51.100.7"), nil).Rule)
+	res := resolvedAt("198.51.100.7")
+	assert.Equal(t, "get", only.decideRequest(httptest.NewRequest("GET", "/only/x", nil), &res, nil).Rule)
+	assert.Equal(t, "default", only.decideRequest(httptest.NewRequest("POST", "/only/x", nil), &res, nil).Rule)
 
 	// Check, given the pattern ServeMux reports, reaches the same rule.
 	assert.Equal(t, "api-post", p.Decide("POST /api/", resolvedAt("198.51.100.7"), nil).Rule)

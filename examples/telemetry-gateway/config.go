@@ -60,6 +60,7 @@ type options struct {
 	sinkMaxDevices    int
 	maxPayload        int
 	topicPrefix       string
+	topicPolicy       string
 
 	rate        float64
 	rateBurst   int
@@ -114,6 +115,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.sinkMaxDevices, "sink-max-devices", sink.DefaultMaxDevices, "devices whose recent sequence numbers the sink remembers to recognise redeliveries; each costs about 700 bytes of memory (see README)")
 	fs.IntVar(&o.maxPayload, "max-payload", 64<<10, "largest reading in bytes")
 	fs.StringVar(&o.topicPrefix, "topic-prefix", "telemetry/", "topics devices may publish to")
+	fs.StringVar(&o.topicPolicy, "topic-policy", "", "JSON file of rules per MQTT topic filter under -topic-prefix: the client ranges each admits (see README); empty: every admitted client may publish under -topic-prefix")
 
 	fs.Float64Var(&o.rate, "rate", 0, "readings per second per client (IPv4 address or IPv6 /64); 0: unlimited")
 	fs.IntVar(&o.rateBurst, "rate-burst", 20, "readings a client may send at once")

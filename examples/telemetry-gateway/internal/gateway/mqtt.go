@@ -267,10 +267,42 @@ func (g *Gateway) notify(c Connection) {
 
 func (h *hook) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
 
-// OnACLCheck lets devices publish under the topic prefix and nothing else:
-// the gateway is ingest only, the sink is the consumer.
-func (h *hook) OnACLCheck(_ *mqtt.Client, topic string, write bool) bool {
-	return write && strings.HasPrefix(topic, h.g.cfg.TopicPrefix)
+// OnACLCheck lets devices publish under the topic prefix and nothing else
+// (the gateway is ingest only, the sink is the consumer), and there only
+// where the topic policy, when there is one, admits the connection's
+// client: its decision names the rule that made it, for the Observer and the
+// debug log.
+func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	g := h.g
+	if !write || !strings.HasPrefix(topic, g.cfg.TopicPrefix) {
+		return false
+	}
+	if g.cfg.TopicPolicy == nil {
+		return true
+	}
+	v, _ := h.sessions.Load(cl)
+	s, _ := v.(*session)
+	if s == nil {
+		return false
+	}
+	ctx := context.Background()
+	res := s.conn.Result
+	d := g.cfg.TopicPolicy.Decide(topic, res, s.conn.ResolveErr)
+	if obs, ok := g.cfg.Observer.(middleware.DecisionObserver); ok {
+		obs.ObserveDecision(ctx, res, d)
+	}
+	if d.Allowed() {
+		return true
+	}
+	s.refused.Add(1)
+	g.met.message(ctx, "mqtt", "refused")
+	if g.cfg.Observer != nil {
+		g.cfg.Observer.ObserveDeny(ctx, res, d.Err)
+	}
+	g.log.LogAttrs(ctx, slog.LevelDebug, "mqtt topic refused",
+		slog.Uint64("conn", s.conn.Conn), slog.String("client_id", cl.ID), slog.String("client", s.prov.Client),
+		slog.String("topic", topic), slog.String("rule", d.Rule), slog.String("error", d.Err.Error()))
+	return false
 }
 
 // OnPublish runs on the client's read loop before mochi acknowledges: the
