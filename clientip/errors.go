@@ -16,7 +16,9 @@ var (
 	ErrNoAddress = errors.New("clientip: socket peer has no IP address")
 
 	// ErrMalformed means a hop that the walk had to read is not a plain IP
-	// address: a host name, a CIDR prefix, a zone, leading zeros, garbage, an
+	// address: a host name, a CIDR prefix, a zone other than a link-local
+	// address's in X-Forwarded-For or a single-address header (1 to 15
+	// unreserved characters), leading zeros, garbage, an
 	// empty single-address header, or a Forwarded element that breaks RFC
 	// 7239's syntax, repeats a parameter or has more than 16 parameters (a
 	// deliberate bound; see the package documentation).
