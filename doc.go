@@ -6,7 +6,10 @@
 //     other end of a connection or request from the socket peer, a PROXY
 //     protocol source and forwarding headers (X-Forwarded-For, RFC 7239
 //     Forwarded, or one single-address header) under one configured trust
-//     set, and says where the answer came from. Start here.
+//     set, and says where the answer came from; it also reads the origin
+//     (scheme, host, port, prefix) from the hop that reported the client and
+//     rebuilds forwarding headers for the next hop from the verified chain.
+//     Start here.
 //   - [github.com/sourceip/sourceip/clientip/ranges] reads and keeps current
 //     the published origin-facing ranges of CDNs and clouds (Cloudflare,
 //     CloudFront, Google Cloud load balancers, Azure Front Door, Fastly) as

@@ -72,6 +72,18 @@
 //     ideally with TrustedProxies naming at least the one the backend sees.
 //   - Under externalTrafficPolicy: Cluster: Masquerade = the node addresses.
 //
+// # Origin and forwarding
+//
+// The same chain decides two more things a service behind proxies needs.
+// An [OriginReader] reads the scheme, host, port and path prefix the client
+// used (X-Forwarded-Proto, -Host, -Port, -Prefix, or the proto= and host= of
+// a Forwarded element) from the headers written by the trusted hop that
+// reported the client, never from the client, under strict syntax and an
+// optional host allowlist; a direct client gets its own request's origin.
+// A [Forwarder] is the other end: for a reverse proxy (httputil.ReverseProxy's
+// Rewrite) it removes every incoming forwarding header and writes only what
+// the walk verified, as X-Forwarded-For and RFC 7239 Forwarded.
+//
 // # Every hop trusted
 //
 // When every hop is trusted (a request from an internal host in the trusted
