@@ -210,7 +210,10 @@ func parseListAddr(s string) (netip.Addr, Reason) {
 		if end < 0 {
 			return netip.Addr{}, ReasonMalformed
 		}
-		a, ok := parseIPv6Zoned(s[1:end])
+		a, ok := parseIPv6(s[1:end])
+		if !ok {
+			a, ok = parseZoned(s[1:end])
+		}
 		if !ok {
 			return netip.Addr{}, ReasonMalformed
 		}
@@ -225,7 +228,10 @@ func parseListAddr(s string) (netip.Addr, Reason) {
 		}
 		return canonical(netip.AddrFrom4(b))
 	}
-	a, ok := parseIPv6Zoned(s)
+	a, ok := parseIPv6(s)
+	if !ok {
+		a, ok = parseZoned(s)
+	}
 	if !ok {
 		return netip.Addr{}, ReasonMalformed
 	}

@@ -40,19 +40,17 @@ import (
 // BSDs, and longer than any decimal interface index.
 const maxZoneLen = 15
 
-// parseIPv6Zoned is parseIPv6 that also accepts a link-local address with a
-// zone, which it drops. It does not allocate; an address without "%" costs
-// nothing more.
-func parseIPv6Zoned(s string) (netip.Addr, bool) {
-	a, ok := parseIPv6(s)
-	if ok {
-		return a, true
-	}
+// parseZoned parses s as a link-local IPv6 address followed by "%" and a
+// zone, and returns the address without the zone. Callers try parseIPv6
+// first, so that an address without a zone costs nothing more. It does not
+// allocate.
+func parseZoned(s string) (netip.Addr, bool) {
 	i := strings.IndexByte(s, '%')
 	if i < 0 || !validZone(s[i+1:]) {
 		return netip.Addr{}, false
 	}
-	if a, ok = parseIPv6(s[:i]); !ok || a.Is4In6() || !a.IsLinkLocalUnicast() {
+	a, ok := parseIPv6(s[:i])
+	if !ok || a.Is4In6() || !a.IsLinkLocalUnicast() {
 		return netip.Addr{}, false
 	}
 	return a, true

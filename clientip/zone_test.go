@@ -78,3 +78,18 @@ func TestValidZone(t *testing.T) {
 		assert.False(t, validZone(z), "%q", z)
 	}
 }
+
+// BenchmarkResolveZone is xff3v6 as two httputil.ReverseProxy hops over
+// link-local IPv6 write it, zones included.
+func BenchmarkResolveZone(b *testing.B) {
+	r := MustNew(Config{TrustedProxies: MustParsePrefixSet("fd00::/8, fe80::/10"), Header: "X-Forwarded-For"})
+	t := Transport{Peer: ap("[fd00::1]:40000")}
+	h := xff("2001:db8:85a3::8a2e:370:7334, fe80::2%veth-origin0, fe80::3%eth0")
+	if res, err := r.Resolve(t, h); err != nil || res.Client != addr("2001:db8:85a3::8a2e:370:7334") {
+		b.Fatalf("got %v, %v", res, err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Resolve(t, h)
+	}
+}
