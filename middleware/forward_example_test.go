@@ -17,16 +17,16 @@ import (
 // A TCP relay behind a PROXY-protocol load balancer passes the client it
 // verified on to its backend in a PROXY v2 header of its own.
 func ExampleDialForward() {
-	lbs := clientip.MustParsePrefixSet("127.0.0.1") // the load balancer
+	trust := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")}) // the load balancer
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	pl, err := proxyproto.NewListener(inner, proxyproto.Config{TrustedUpstreams: lbs})
+	pl, err := proxyproto.NewListener(inner, proxyproto.Config{Trust: trust})
 	if err != nil {
 		log.Fatal(err)
 	}
-	ln := middleware.NewListener(pl, clientip.MustNew(clientip.Config{TrustedProxies: lbs}))
+	ln := middleware.NewListener(pl, trust)
 	defer ln.Close()
 
 	// The backend reads the relay's PROXY header.
@@ -34,7 +34,7 @@ func ExampleDialForward() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	backend, err := proxyproto.NewListener(bl, proxyproto.Config{TrustedUpstreams: clientip.MustParsePrefixSet("127.0.0.1")})
+	backend, err := proxyproto.NewListener(bl, proxyproto.Config{Trust: trust}) // the relay, from 127.0.0.1
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -54,10 +54,10 @@ backend app
 	// The relay.
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	onlyLB := clientip.MustParsePrefixSet("127.0.0.1/32")
-	pl, err := proxyproto.NewListener(inner, proxyproto.Config{TrustedUpstreams: onlyLB, ReadHeaderTimeout: 5 * time.Second})
+	trust := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1/32")})
+	pl, err := proxyproto.NewListener(inner, proxyproto.Config{Trust: trust, ReadHeaderTimeout: 5 * time.Second})
 	require.NoError(t, err)
-	ln := NewListener(pl, clientip.MustNew(clientip.Config{TrustedProxies: onlyLB}))
+	ln := NewListener(pl, trust)
 	refused := make(chan error, 8)
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -25,7 +25,7 @@ import (
 // it saw.
 func originApp(t *testing.T) *httptest.Server {
 	t.Helper()
-	resolve, err := New(Config{Resolver: clientip.MustNew(clientip.Config{
+	resolve, err := New(Config{Trust: clientip.MustNew(clientip.Config{
 		TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1/32"),
 		Header:         "X-Forwarded-For",
 	})})

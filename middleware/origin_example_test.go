@@ -14,7 +14,7 @@ import (
 // cookies from the origin the client used, and a client that reaches the
 // application directly cannot choose it.
 func ExampleNewOrigin() {
-	resolve, err := middleware.New(middleware.Config{Resolver: clientip.MustNew(clientip.Config{
+	resolve, err := middleware.New(middleware.Config{Trust: clientip.MustNew(clientip.Config{
 		TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
 		Header:         "X-Forwarded-For",
 	})})

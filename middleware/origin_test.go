@@ -27,7 +27,7 @@ func originChain(t *testing.T, cfg OriginConfig, next http.Handler) http.Handler
 	if cfg.Reader == nil {
 		cfg.Reader = clientip.MustNewOriginReader(xfOrigin)
 	}
-	resolve, err := New(Config{Resolver: testResolver(t)})
+	resolve, err := New(Config{Trust: testResolver(t)})
 	require.NoError(t, err)
 	origin, err := NewOrigin(cfg)
 	require.NoError(t, err)

@@ -30,6 +30,7 @@ import (
 	"github.com/sourceip/sourceip/examples/policylab/internal/kubeproxy"
 	"github.com/sourceip/sourceip/examples/policylab/internal/lab"
 	"github.com/sourceip/sourceip/examples/policylab/internal/report"
+	"github.com/sourceip/sourceip/internal/version"
 )
 
 func main() {
@@ -74,7 +75,17 @@ flags:
 	modes := flag.String("modes", "iptables,nftables", "kube-proxy modes to run every scenario under, comma-separated")
 	out := flag.String("o", "report.md", `the Markdown report's file, with its SVG charts written beside it; "-" writes the Markdown to standard output and no charts`)
 	verbose := flag.Bool("v", false, "report progress on standard error")
+	showVersion := flag.Bool("version", false, "print the version this program was built from and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("policylab", version.String())
+		return
+	}
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "policylab: unexpected argument %q\n", flag.Arg(0))
+		flag.Usage()
+		os.Exit(2)
+	}
 	opt.Modes = nil
 	for _, m := range strings.Split(*modes, ",") {
 		opt.Modes = append(opt.Modes, kubeproxy.Mode(strings.TrimSpace(m)))
