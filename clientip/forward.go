@@ -54,6 +54,20 @@ func IsForwardingHeader(name string) bool {
 	return false
 }
 
+// isToken reports whether s is an RFC 9110 token (1*tchar), as a field name
+// is.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isTchar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // headerNameIs reports whether name is f (lower case, "-" for "_") in any
 // case and with "_" for "-".
 func headerNameIs(name, f string) bool {
@@ -132,13 +146,8 @@ func NewForwarder(cfg ForwardConfig) (*Forwarder, error) {
 	}
 	f := &Forwarder{cfg: cfg}
 	for _, name := range cfg.Remove {
-		if name == "" {
-			return nil, fmt.Errorf("%w: Remove holds an empty name", ErrInvalidConfig)
-		}
-		for i := 0; i < len(name); i++ {
-			if !isTchar(name[i]) {
-				return nil, fmt.Errorf("%w: Remove: %q is not a valid field name", ErrInvalidConfig, name)
-			}
+		if !isToken(name) {
+			return nil, fmt.Errorf("%w: Remove: %q is not a valid field name", ErrInvalidConfig, name)
 		}
 		f.remove = append(f.remove, strings.ReplaceAll(strings.ToLower(name), "_", "-"))
 	}

@@ -199,10 +199,8 @@ func NewOriginReader(cfg OriginConfig) (*OriginReader, error) {
 		if f.name == "" {
 			continue
 		}
-		for i := 0; i < len(f.name); i++ {
-			if !isTchar(f.name[i]) {
-				return nil, fmt.Errorf("%w: %s %q is not a valid field name", ErrInvalidConfig, f.field, f.name)
-			}
+		if !isToken(f.name) {
+			return nil, fmt.Errorf("%w: %s %q is not a valid field name", ErrInvalidConfig, f.field, f.name)
 		}
 		name := textproto.CanonicalMIMEHeaderKey(f.name)
 		switch {
