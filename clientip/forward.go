@@ -105,8 +105,11 @@ type ForwardConfig struct {
 
 	// Origin, when not nil, reads the verified origin of each request (see
 	// [OriginReader]), for Forwarded's proto= and host= and for
-	// XForwardedOrigin. A request whose origin cannot be read is not
-	// forwarded with any forwarding header. Nil writes no origin.
+	// XForwardedOrigin. For a direct client that is the request this proxy
+	// received, its TLS state and Host, as RFC 7239 §5.3 and §5.4 define
+	// host= and proto=; set OriginConfig.AllowedHosts to confine the host.
+	// A request whose origin cannot be read is not forwarded with any
+	// forwarding header. Nil writes no origin.
 	Origin *OriginReader
 
 	// XForwardedOrigin writes the verified origin as X-Forwarded-Proto,

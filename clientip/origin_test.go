@@ -488,3 +488,27 @@ func FuzzOrigin(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkOriginRead reads the origin of a request behind two appending
+// proxies, and of a direct one.
+func BenchmarkOriginRead(b *testing.B) {
+	r := MustNew(xffCfg())
+	o := MustNewOriginReader(OriginConfig{Proto: "X-Forwarded-Proto", Host: "X-Forwarded-Host", Port: "X-Forwarded-Port", AllowedHosts: []string{"*.example.net"}})
+	h := hdr("X-Forwarded-For", "198.51.100.7, 10.0.0.2", "X-Forwarded-Proto", "https, http", "X-Forwarded-Host", "a.example.net, inner", "X-Forwarded-Port", "8443, 80")
+	proxied, _ := r.Resolve(proxyPeer, h)
+	own, _ := r.Resolve(direct, nil)
+	for _, c := range []struct {
+		name string
+		res  Result
+	}{{"proxied", proxied}, {"direct", own}} {
+		b.Run(c.name, func(b *testing.B) {
+			if _, err := o.Read(c.res, h, true, "a.example.net"); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				o.Read(c.res, h, true, "a.example.net")
+			}
+		})
+	}
+}
