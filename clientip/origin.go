@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -183,6 +184,7 @@ type OriginReader struct {
 // NewOriginReader returns an OriginReader for cfg, or an error wrapping
 // [ErrInvalidConfig] that says which field is wrong.
 func NewOriginReader(cfg OriginConfig) (*OriginReader, error) {
+	cfg.AllowedHosts = slices.Clone(cfg.AllowedHosts)
 	o := &OriginReader{cfg: cfg}
 	fields := []struct {
 		field, name string
@@ -232,8 +234,13 @@ func MustNewOriginReader(cfg OriginConfig) *OriginReader {
 	return o
 }
 
-// Config returns the configuration o was built from.
-func (o *OriginReader) Config() OriginConfig { return o.cfg }
+// Config returns the configuration o was built from, with its own copy of
+// AllowedHosts.
+func (o *OriginReader) Config() OriginConfig {
+	cfg := o.cfg
+	cfg.AllowedHosts = slices.Clone(cfg.AllowedHosts)
+	return cfg
+}
 
 // ReadRequest is Read for req: tls is req.TLS != nil and host is req.Host.
 // res must be the Result of resolving req. ReadRequest never modifies req.
