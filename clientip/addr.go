@@ -212,10 +212,7 @@ func parseListAddr(s string) (netip.Addr, Reason) {
 		}
 		a, ok := parseIPv6(s[1:end])
 		if !ok {
-			a, ok = parseZoned(s[1:end])
-		}
-		if !ok {
-			return netip.Addr{}, ReasonMalformed
+			return parseZonedEntry(s)
 		}
 		if rest := s[end+1:]; rest != "" && (rest[0] != ':' || !validPort(rest[1:])) {
 			return netip.Addr{}, ReasonMalformed
@@ -230,10 +227,7 @@ func parseListAddr(s string) (netip.Addr, Reason) {
 	}
 	a, ok := parseIPv6(s)
 	if !ok {
-		a, ok = parseZoned(s)
-	}
-	if !ok {
-		return netip.Addr{}, ReasonMalformed
+		return parseZonedEntry(s)
 	}
 	return canonical(a)
 }

@@ -40,10 +40,32 @@ import (
 // BSDs, and longer than any decimal interface index.
 const maxZoneLen = 15
 
-// parseZoned parses s as a link-local IPv6 address followed by "%" and a
-// zone, and returns the address without the zone. Callers try parseIPv6
-// first, so that an address without a zone costs nothing more. It does not
+// parseZonedEntry is parseListAddr for an entry whose IPv6 address did not
+// parse: a link-local address with a zone, bare or bracketed with an
+// optional port, or ErrMalformed. parseListAddr calls it only on that
+// failure, so that an entry without a zone runs no code it did not run
+// before (and the hot path's code keeps its size and layout). It does not
 // allocate.
+func parseZonedEntry(s string) (netip.Addr, Reason) {
+	if s[0] == '[' {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return netip.Addr{}, ReasonMalformed
+		}
+		if rest := s[end+1:]; rest != "" && (rest[0] != ':' || !validPort(rest[1:])) {
+			return netip.Addr{}, ReasonMalformed
+		}
+		s = s[1:end]
+	}
+	a, ok := parseZoned(s)
+	if !ok {
+		return netip.Addr{}, ReasonMalformed
+	}
+	return canonical(a)
+}
+
+// parseZoned parses s as a link-local IPv6 address followed by "%" and a
+// zone, and returns the address without the zone. It does not allocate.
 func parseZoned(s string) (netip.Addr, bool) {
 	i := strings.IndexByte(s, '%')
 	if i < 0 || !validZone(s[i+1:]) {
