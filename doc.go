@@ -8,7 +8,9 @@
 //     Forwarded, or one single-address header) under one configured trust
 //     set, and says where the answer came from. Its Trust is the one source
 //     of that set every other layer reads, and its Store changes it while
-//     serving. Start here.
+//     serving. It also reads the origin (scheme, host, port, prefix) from the
+//     hop that reported the client and rebuilds forwarding headers for the
+//     next hop from the verified chain. Start here.
 //   - [github.com/sourceip/sourceip/clientip/ranges] reads and keeps current
 //     the published origin-facing ranges of CDNs and clouds (Cloudflare,
 //     CloudFront, Google Cloud load balancers, Azure Front Door, Fastly) as

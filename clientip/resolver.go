@@ -58,6 +58,13 @@ type Config struct {
 	// (RFC 7239 sets no limit; see the package documentation); more is
 	// ErrMalformed.
 	//
+	// An entry of X-Forwarded-For or of a single-address header may carry a
+	// zone if its address is link-local IPv6, as Go's httputil.ReverseProxy
+	// writes it for a link-local peer ("fe80::5%eth0"): 1 to 15 of RFC 6874's
+	// unreserved characters, never percent-decoded, dropped before the
+	// trusted set is matched. A zone anywhere else, and any zone in a
+	// Forwarded node (RFC 7239 §6 has none), is ErrMalformed.
+	//
 	// A single-address header is believed only from a trusted hop and must
 	// appear exactly once, holding one address: a second instance or a list is
 	// ErrMultipleValues, and an empty value is ErrMalformed. An edge that sets such a header overwrites it, so a

@@ -32,6 +32,17 @@
 // listener judged it with, so a change never splits one connection's walk
 // between two configurations, and the next connection or request sees it.
 //
+// # Origin
+//
+// [NewOrigin], mounted inside [New], reads the scheme, host, port and path
+// prefix the client used (a [clientip.OriginReader] decides which headers,
+// and only those written by the trusted hop that reported the client) and
+// stores the [clientip.Origin] in the context; with [OriginConfig].Apply the
+// next handler sees it in the request copy's URL and Host, for redirects
+// and http.CrossOriginProtection. [ReadOrigin] reads it without storing or
+// applying it, and believes a PROXY header's SSL TLV about TLS the load
+// balancer terminated for the client it reported.
+//
 // # Source ranges
 //
 // [SourceRanges] is the application's loadBalancerSourceRanges: it admits
