@@ -38,7 +38,8 @@ type Report struct {
 	// Schema is [Schema].
 	Schema string `json:"schema"`
 	// Kind is "request" for an HTTP request, "connection" for a connection
-	// accepted through middleware.NewListener.
+	// accepted through middleware.NewListener, "chain" for layers given
+	// directly ([ReportFor]).
 	Kind string `json:"kind"`
 	// Request describes the HTTP request; nil for a connection.
 	Request *RequestInfo `json:"request,omitempty"`
@@ -519,4 +520,14 @@ func quote(s string) string {
 		return s
 	}
 	return strconv.Quote(s)
+}
+
+// ReportFor explains the resolution of transport t and headers h (nil for
+// protocols without headers) under r: a Report of kind "chain", without a
+// request or connection, for tools that take the layers from elsewhere
+// (cmd/sourceip takes them from its flags).
+func ReportFor(r *clientip.Resolver, t clientip.Transport, h http.Header) Report {
+	rep := build(r.Config(), r.Explain(t, h), proxyproto.Facts{}, netip.AddrPort{}, h)
+	rep.Kind = "chain"
+	return rep
 }

@@ -36,7 +36,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		p.f("sourceip explain: connection%s from %s to %s\n", id, quote(r.Connection.Remote), quote(r.Connection.Local))
 	default:
-		p.f("sourceip explain\n")
+		p.f("sourceip explain: chain\n")
 	}
 	if r.Error == nil {
 		p.f("answer:  %s\n", r.Summary)
@@ -64,7 +64,36 @@ func (r *Report) WriteText(w io.Writer) error {
 	p.f("\n")
 	r.Proxy.writeText(p)
 
-	p.f("\nwalk, from the socket peer outward:\n")
+	p.f("\n")
+	r.writeWalk(p)
+	if r.Policy != nil {
+		p.f("\npolicy: %s\n", r.Policy.Expectation)
+		for _, c := range r.Policy.Checks {
+			p.f("  %-8s  %-17s  %s\n", c.Status, c.Name, c.Text)
+		}
+	}
+	if len(r.Notes) > 0 {
+		p.f("\nnotes:\n")
+		for _, n := range r.Notes {
+			p.f("  - %s\n", n)
+		}
+	}
+	if r.Kind != "chain" {
+		p.f("\n%s\n", warning)
+	}
+	return p.err
+}
+
+// WriteWalk writes the part of [Report.WriteText] that tells the walk: the
+// table of steps and the forwarding headers.
+func (r *Report) WriteWalk(w io.Writer) error {
+	p := &printer{w: w}
+	r.writeWalk(p)
+	return p.err
+}
+
+func (r *Report) writeWalk(p *printer) {
+	p.f("walk, from the socket peer outward:\n")
 	tw := tabwriter.NewWriter(p, 2, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "  hop\tlayer\tentry\taddress\tverdict\tnote\n")
 	unread, hidden := 0, 0
@@ -119,20 +148,6 @@ func (r *Report) WriteText(w io.Writer) error {
 			p.f("  %s: %s%s\n      %s\n", h.Name, strings.Join(vals, ", "), more, h.Note)
 		}
 	}
-	if r.Policy != nil {
-		p.f("\npolicy: %s\n", r.Policy.Expectation)
-		for _, c := range r.Policy.Checks {
-			p.f("  %-8s  %-17s  %s\n", c.Status, c.Name, c.Text)
-		}
-	}
-	if len(r.Notes) > 0 {
-		p.f("\nnotes:\n")
-		for _, n := range r.Notes {
-			p.f("  - %s\n", n)
-		}
-	}
-	p.f("\n%s\n", warning)
-	return p.err
 }
 
 func (c ConfigInfo) text() string {
