@@ -119,10 +119,10 @@ type Explanation struct {
 // Reason returns the kind of x.Err, [ReasonNone] when resolution succeeded.
 func (x Explanation) Reason() Reason { return ReasonOf(x.Err) }
 
-// maxListed bounds the header entries an Explanation lists: two more than
+// maxEntriesListed bounds the header entries an Explanation lists: two more than
 // the longest walk, so that the entry a too-long walk stopped on and the one
 // beyond it still show.
-const maxListed = maxHopsLimit + 2
+const maxEntriesListed = maxHopsLimit + 2
 
 // trace collects the header entries a walk reads; see Resolver.trace.
 type trace struct{ steps []Step }
@@ -245,7 +245,7 @@ func verdictAt(reason Reason) (Verdict, Reason) {
 }
 
 // entries returns the entries of the configured header, lines, from the
-// right, as the walk counts them, up to maxListed, and how many more there
+// right, as the walk counts them, up to maxEntriesListed, and how many more there
 // are. A single-address header's entries are its lines.
 func (r *Resolver) entries(lines []string) ([]string, int) {
 	var out []string
@@ -261,7 +261,7 @@ func (r *Resolver) entries(lines []string) ([]string, int) {
 				if e == "" {
 					continue
 				}
-				if total++; len(out) < maxListed {
+				if total++; len(out) < maxEntriesListed {
 					out = append(out, e)
 				}
 			}
@@ -272,12 +272,12 @@ func (r *Resolver) entries(lines []string) ([]string, int) {
 			return nil, 0 // no element boundary can be known
 		}
 		total = ring.n
-		for k := 0; k < min(ring.n, maxHopsLimit, maxListed); k++ {
+		for k := 0; k < min(ring.n, maxHopsLimit, maxEntriesListed); k++ {
 			out = append(out, ring.element(lines, k))
 		}
 	case headerSingle:
 		for _, l := range lines {
-			if total++; len(out) < maxListed {
+			if total++; len(out) < maxEntriesListed {
 				out = append(out, trimOWS(l))
 			}
 		}

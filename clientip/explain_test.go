@@ -92,9 +92,9 @@ func checkExplain(t *testing.T, cfg Config, tr Transport, h http.Header) {
 					got = append(got, s)
 				}
 			}
-			listed := min(len(ref), maxListed, maxHopsLimit)
+			listed := min(len(ref), maxEntriesListed, maxHopsLimit)
 			if r.kind == headerXFF {
-				listed = min(len(ref), maxListed)
+				listed = min(len(ref), maxEntriesListed)
 			}
 			require.Equal(t, len(ref)-listed, x.Omitted, "omitted entries")
 			for i, s := range got {

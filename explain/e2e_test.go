@@ -123,12 +123,10 @@ const haproxySource = "127.0.0.200"
 func TestBehindHAProxy(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	ln, err := proxyproto.NewListener(inner, proxyproto.Config{
-		TrustedUpstreams:  clientip.MustParsePrefixSet(haproxySource),
-		ReadHeaderTimeout: 3 * time.Second,
-	})
-	require.NoError(t, err)
+	// One trust for the PROXY listener, the walk and the explanation.
 	resolver := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet(haproxySource)})
+	ln, err := proxyproto.NewListener(inner, proxyproto.Config{Trust: resolver, ReadHeaderTimeout: 3 * time.Second})
+	require.NoError(t, err)
 	h, err := New(Config{Trust: resolver, Allow: clientip.MustParsePrefixSet("127.0.0.21/32")})
 	require.NoError(t, err)
 	app := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ConnContext: proxyproto.ConnContext}

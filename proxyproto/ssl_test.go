@@ -168,16 +168,12 @@ func TestParseSSL(t *testing.T) {
 func agreesWithTLVParse(t testing.TB, in string, got SSL) {
 	t.Helper()
 	o, err := tlvparse.SSL(pp.TLV{Type: pp.PP2_TYPE_SSL, Value: []byte(in)})
-	if err != nil {
-		t.Fatalf("tlvparse refused what parseSSL accepted (%+v): %v", got, err)
-	}
+	require.NoError(t, err, "tlvparse refused what parseSSL accepted (%+v)", got)
 	str := func(f func() (string, bool)) string { v, _ := f(); return v }
 	der, _ := o.ClientCert()
 	want := SSL{Client: o.Client, Verify: o.Verify, Version: str(o.SSLVersion), CN: str(o.ClientCN), Cipher: str(o.SSLCipher),
 		SigAlg: str(o.SSLSigAlg), KeyAlg: str(o.SSLKeyAlg), Group: str(o.SSLGroup), SigScheme: str(o.SSLSigScheme), CertDER: string(der)}
-	if want != got {
-		t.Fatalf("parseSSL %+v, tlvparse %+v", got, want)
-	}
+	require.Equal(t, want, got, "parseSSL disagrees with tlvparse")
 }
 
 // A header's SSL TLV is checked as the header is parsed: a malformed one, or
@@ -387,7 +383,7 @@ func TestListenerSSLClientCert(t *testing.T) {
 	assertReads(t, sc, "hello")
 }
 
-// A forged SSL TLV from a peer outside TrustedUpstreams is never believed:
+// A forged SSL TLV from a peer the listener does not trust is never believed:
 // closed by default, stripped under UntrustedIgnore.
 func TestListenerForgedSSLFromUntrustedPeer(t *testing.T) {
 	ca := newTestCA(t, "Fleet CA")

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // kubeProxyHealth mirrors kube-proxy's ProxyHealth and ProxierHealth
@@ -37,9 +40,7 @@ func (c *fakeClock) now() time.Time { return c.t }
 func newNodeHealth(t *testing.T, clk *fakeClock, checks ...DataPathCheck) *NodeHealthServer {
 	t.Helper()
 	s, err := NewNodeHealthServer(NodeHealthConfig{HealthTimeout: time.Minute, Checks: checks, Now: clk.now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return s
 }
 
@@ -53,9 +54,7 @@ func get(t *testing.T, h http.Handler, path string) (int, http.Header, string) {
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return string(b)
 }
 
@@ -139,15 +138,10 @@ func TestNodeHealthKubeProxyBody(t *testing.T) {
 				want kubeProxyHealth
 			}{{"/healthz", tt.wantHealthz, tt.healthz}, {"/livez", tt.wantLivez, tt.livez}} {
 				code, hdr, body := get(t, s, c.path)
-				if code != c.code {
-					t.Errorf("%s: status %d, want %d", c.path, code, c.code)
-				}
-				if want := mustJSON(t, c.want); body != want {
-					t.Errorf("%s: body\n got %s\nwant %s", c.path, body, want)
-				}
-				if hdr.Get("Content-Type") != "application/json" || hdr.Get("X-Content-Type-Options") != "nosniff" {
-					t.Errorf("%s: headers %v", c.path, hdr)
-				}
+				assert.Equal(t, c.code, code, "%s: status", c.path)
+				assert.Equal(t, mustJSON(t, c.want), body, "%s: body", c.path)
+				assert.Equal(t, "application/json", hdr.Get("Content-Type"), "%s: headers", c.path)
+				assert.Equal(t, "nosniff", hdr.Get("X-Content-Type-Options"), "%s: headers", c.path)
 			}
 		})
 	}
@@ -164,8 +158,11 @@ func TestNodeHealthPaths(t *testing.T) {
 		code, _, body := get(t, s, path)
 		wantCode, _, wantBody := get(t, ref, path)
 		routed := wantCode == http.StatusOK // reached kube-proxy's handler: a health answer, 200 or 503
-		if routed && !strings.HasPrefix(body, `{"lastUpdated":`) || !routed && (code != wantCode || body != wantBody) {
-			t.Errorf("%s: %d %q, kube-proxy's mux %d %q", path, code, body, wantCode, wantBody)
+		if routed {
+			assert.True(t, strings.HasPrefix(body, `{"lastUpdated":`), "%s: %d %q, kube-proxy's handler answers", path, code, body)
+		} else {
+			assert.Equal(t, wantCode, code, "%s: status, as kube-proxy's mux", path)
+			assert.Equal(t, wantBody, body, "%s: body, as kube-proxy's mux", path)
 		}
 	}
 }
@@ -188,27 +185,24 @@ func TestNodeHealthDataPathCheck(t *testing.T) {
 		DataPathCheck{Name: "route", Check: func(context.Context) error { return nil }})
 	s.SetNode(NodeState{Known: true})
 	s.Updated(IPv4)
-	if code, _, body := get(t, s, "/healthz"); code != 200 || strings.Contains(body, "failedChecks") || !gotDeadline {
-		t.Fatalf("checks passing: %d %s (check had a deadline: %v)", code, body, gotDeadline)
-	}
-	hs, err := NewHealthServer(HealthConfig{Namespace: "ns", Name: "svc", Endpoints: new(Registry), ProxyHealthy: s.DataPathHealthy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cniDown = true
 	code, _, body := get(t, s, "/healthz")
-	if code != 503 || !strings.HasSuffix(body, `"healthy":true,"status":{"IPv4":{"lastUpdated":"2001-09-09T01:46:40Z","healthy":true}},"failedChecks":["cni"]}`) {
-		t.Errorf("cni down: /healthz %d %s", code, body)
-	}
-	if code, _, _ := get(t, s, "/livez"); code != 200 {
-		t.Errorf("cni down: /livez %d, want 200", code)
-	}
-	if st := s.Status(context.Background()); st.Healthy() || !st.ProxyHealthy || len(st.FailedChecks) != 1 {
-		t.Errorf("Status = %+v", st)
-	}
-	if hs.Status().ProxyHealthy || !s.ProxyHealthy() {
-		t.Error("DataPathHealthy must fail the Service's health check while ProxyHealthy stays kube-proxy's")
-	}
+	require.Equal(t, 200, code, "checks passing: %s", body)
+	require.NotContains(t, body, "failedChecks", "checks passing")
+	require.True(t, gotDeadline, "the check had a deadline")
+	hs, err := NewHealthServer(HealthConfig{Namespace: "ns", Name: "svc", Endpoints: new(Registry), ProxyHealthy: s.DataPathHealthy})
+	require.NoError(t, err)
+	cniDown = true
+	code, _, body = get(t, s, "/healthz")
+	assert.Equal(t, 503, code, "cni down: /healthz %s", body)
+	assert.True(t, strings.HasSuffix(body, `"healthy":true,"status":{"IPv4":{"lastUpdated":"2001-09-09T01:46:40Z","healthy":true}},"failedChecks":["cni"]}`), "cni down: /healthz %s", body)
+	code, _, _ = get(t, s, "/livez")
+	assert.Equal(t, 200, code, "cni down: /livez")
+	st := s.Status(context.Background())
+	assert.False(t, st.Healthy(), "Status = %+v", st)
+	assert.True(t, st.ProxyHealthy, "Status = %+v", st)
+	assert.Len(t, st.FailedChecks, 1, "Status = %+v", st)
+	assert.False(t, hs.Status().ProxyHealthy, "DataPathHealthy must fail the Service's health check")
+	assert.True(t, s.ProxyHealthy(), "ProxyHealthy stays kube-proxy's")
 }
 
 // An AWS NLB with proxy protocol v2 puts a LOCAL header in front of its
@@ -218,28 +212,22 @@ func TestNodeHealthBehindProxyHeader(t *testing.T) {
 	s := newNodeHealth(t, &fakeClock{})
 	s.SetNode(NodeState{Known: true})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pl, err := OptionalProxyHeader(ln, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(pl)
 	defer srv.Close()
 	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	local := append([]byte("\r\n\r\n\x00\r\nQUIT\n"), 0x20, 0x00, 0x00, 0x00) // v2 LOCAL, UNSPEC, no addresses
 	io.WriteString(c, string(local)+"GET /livez HTTP/1.1\r\nHost: n\r\nConnection: close\r\n\r\n")
 	resp, err := io.ReadAll(c)
-	if err != nil || !strings.HasPrefix(string(resp), "HTTP/1.1 200 OK\r\n") || !strings.Contains(string(resp), `"healthy":true`) {
-		t.Fatalf("answer %q, %v", resp, err)
-	}
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(resp), "HTTP/1.1 200 OK\r\n"), "answer %q", resp)
+	require.Contains(t, string(resp), `"healthy":true`)
 }
 
 func TestNewNodeHealthServerErrors(t *testing.T) {
@@ -250,9 +238,8 @@ func TestNewNodeHealthServerErrors(t *testing.T) {
 		{HealthTimeout: time.Second, Checks: []DataPathCheck{{Name: "x"}}},
 		{HealthTimeout: time.Second, Checks: []DataPathCheck{{Check: func(context.Context) error { return nil }}}},
 	} {
-		if _, err := NewNodeHealthServer(cfg); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("NewNodeHealthServer(%+v) = %v, want ErrInvalidConfig", cfg, err)
-		}
+		_, err := NewNodeHealthServer(cfg)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "NewNodeHealthServer(%+v)", cfg)
 	}
 }
 
@@ -264,31 +251,26 @@ func TestNodeHealthAppendJSONNoAllocs(t *testing.T) {
 	s.Updated(IPv6)
 	h := s.Status(context.Background())
 	buf := make([]byte, 0, 512)
-	if n := testing.AllocsPerRun(100, func() { buf = h.AppendJSON(buf[:0], true) }); n != 0 {
-		t.Errorf("AppendJSON allocates %v times", n)
-	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { buf = h.AppendJSON(buf[:0], true) }), "AppendJSON allocates")
 }
 
 func TestNodeProbes(t *testing.T) {
 	for name, p := range map[string]NodeProbe{"GCP": GCPNodeProbe(), "AWS": AWSNodeProbe(), "Azure": AzureNodeProbe()} {
-		if err := p.Timing.validate(); err != nil || p.Port != 10256 || p.Path != "/healthz" {
-			t.Errorf("%s: %+v: %v", name, p, err)
-		}
+		assert.NoError(t, p.Timing.validate(), name)
+		assert.Equal(t, uint16(10256), p.Port, name)
+		assert.Equal(t, "/healthz", p.Path, name)
 	}
-	if got := GCPNodeProbe().Target("n1", "[2001:db8::1]"); got != (Target{Name: "n1", URL: "http://[2001:db8::1]:10256/healthz"}) {
-		t.Errorf("Target = %+v", got)
-	}
+	assert.Equal(t, Target{Name: "n1", URL: "http://[2001:db8::1]:10256/healthz"}, GCPNodeProbe().Target("n1", "[2001:db8::1]"))
 }
 
 func TestIPFamilyText(t *testing.T) {
 	for _, f := range []IPFamily{IPv4, IPv6} {
 		b, err := f.MarshalText()
 		var back IPFamily
-		if err != nil || back.UnmarshalText(b) != nil || back != f || string(b) != f.String() {
-			t.Errorf("%v: %q %v → %v", f, b, err, back)
-		}
+		assert.NoError(t, err, "%v", f)
+		assert.NoError(t, back.UnmarshalText(b), "%v", f)
+		assert.Equal(t, f, back, "%v: round trip", f)
+		assert.Equal(t, f.String(), string(b), "%v: MarshalText and String", f)
 	}
-	if err := new(IPFamily).UnmarshalText([]byte("ipv4")); !errors.Is(err, ErrUnknownValue) {
-		t.Errorf("UnmarshalText(ipv4) = %v", err)
-	}
+	assert.ErrorIs(t, new(IPFamily).UnmarshalText([]byte("ipv4")), ErrUnknownValue, "UnmarshalText(ipv4)")
 }

@@ -2,8 +2,10 @@ package trafficpolicy
 
 import (
 	"net/netip"
-	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestServiceCases(t *testing.T) {
@@ -17,13 +19,12 @@ func TestServiceCases(t *testing.T) {
 	var paths []Path
 	for _, c := range got {
 		paths = append(paths, c.Path)
-		if !c.LocalEndpoint || c.External != ExternalLocal || c.Distribution != PreferSameZone || c.LB != LBProxyProtocol {
-			t.Errorf("case %+v does not carry the Service's fields", c)
-		}
+		assert.True(t, c.LocalEndpoint, "case %+v does not carry the Service's fields", c)
+		assert.Equal(t, ExternalLocal, c.External, "case %+v does not carry the Service's fields", c)
+		assert.Equal(t, PreferSameZone, c.Distribution, "case %+v does not carry the Service's fields", c)
+		assert.Equal(t, LBProxyProtocol, c.LB, "case %+v does not carry the Service's fields", c)
 	}
-	if want := []Path{PathClusterIP, PathNodePort, PathLoadBalancer, PathPodToLoadBalancerIP}; !slices.Equal(paths, want) {
-		t.Fatalf("paths %v, want %v", paths, want)
-	}
+	require.Equal(t, []Path{PathClusterIP, PathNodePort, PathLoadBalancer, PathPodToLoadBalancerIP}, paths)
 
 	// An unknown load balancer spreads the load-balancer rows over every known kind.
 	s.LB = LBUnknown
@@ -34,10 +35,6 @@ func TestServiceCases(t *testing.T) {
 			n++
 		}
 	}
-	if n != len(knownLBKinds) {
-		t.Fatalf("%d load-balancer rows for an unknown kind, want %d", n, len(knownLBKinds))
-	}
-	if got := (Service{Type: TypeExternalName}).Cases(); len(got) != 0 {
-		t.Fatalf("ExternalName Cases = %v, want none", got)
-	}
+	require.Equal(t, len(knownLBKinds), n, "load-balancer rows for an unknown kind")
+	require.Empty(t, (Service{Type: TypeExternalName}).Cases(), "ExternalName Cases")
 }

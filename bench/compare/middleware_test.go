@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	chimw "github.com/go-chi/chi/v5/middleware"
+	"github.com/stretchr/testify/assert"
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/middleware"
@@ -20,7 +21,7 @@ import (
 // *got, as an application would.
 func middlewares(tb testing.TB, got *netip.Addr) map[string]http.Handler {
 	resolve, err := middleware.New(middleware.Config{
-		Resolver: clientip.MustNew(clientip.Config{
+		Trust: clientip.MustNew(clientip.Config{
 			TrustedProxies: clientip.MustParsePrefixSet(strings.Join(trusted, ",")),
 			Header:         "X-Forwarded-For",
 		}),
@@ -58,9 +59,7 @@ func TestSameMiddlewareAnswers(t *testing.T) {
 		for _, s := range xffScenarios() {
 			got = netip.Addr{}
 			h.ServeHTTP(httptest.NewRecorder(), s.request())
-			if got.String() != s.want {
-				t.Errorf("%s/%s = %v, want %s", s.name, name, got, s.want)
-			}
+			assert.Equal(t, s.want, got.String(), "%s/%s", s.name, name)
 		}
 	}
 }

@@ -1,11 +1,12 @@
 package ranges
 
 import (
-	"errors"
 	"math"
 	"testing"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/stretchr/testify/assert"
+	must "github.com/stretchr/testify/require"
 )
 
 func TestCheckSet(t *testing.T) {
@@ -40,9 +41,7 @@ func TestCheckSet(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckSet(clientip.MustParsePrefixSet(tc.set), tc.allowPrivate)
-			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
-				t.Fatalf("err = %v, want %v", err, tc.wantErr)
-			}
+			must.ErrorIs(t, err, tc.wantErr)
 		})
 	}
 }
@@ -69,12 +68,11 @@ func TestDiff(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Diff(clientip.MustParsePrefixSet(tc.cur), clientip.MustParsePrefixSet(tc.next))
-			if math.Abs(c.Shrink-tc.shrink) > 1e-12 || (c.Growth != tc.growth && math.Abs(c.Growth-tc.growth)/tc.growth > 1e-9) {
-				t.Errorf("Diff = %+v, want shrink %v growth %v", c, tc.shrink, tc.growth)
+			assert.InDelta(t, tc.shrink, c.Shrink, 1e-12, "shrink: %+v", c)
+			if c.Growth != tc.growth {
+				assert.InEpsilon(t, tc.growth, c.Growth, 1e-9, "growth: %+v", c)
 			}
 		})
 	}
-	if s := Diff(clientip.MustParsePrefixSet("192.0.2.0/24"), clientip.MustParsePrefixSet("192.0.2.0/25, 2001:db8::/32")).String(); s != "shrink 50.0% (IPv4), growth new family (IPv6)" {
-		t.Errorf("String() = %q", s)
-	}
+	assert.Equal(t, "shrink 50.0% (IPv4), growth new family (IPv6)", Diff(clientip.MustParsePrefixSet("192.0.2.0/24"), clientip.MustParsePrefixSet("192.0.2.0/25, 2001:db8::/32")).String())
 }

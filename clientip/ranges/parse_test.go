@@ -1,21 +1,20 @@
 package ranges
 
 import (
-	"errors"
 	"net/netip"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/stretchr/testify/assert"
+	must "github.com/stretchr/testify/require"
 )
 
 func readFixture(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, err)
 	return b
 }
 
@@ -23,12 +22,8 @@ func readFixture(t testing.TB, name string) []byte {
 // separated, canonical order).
 func wantSet(t *testing.T, got clientip.PrefixSet, err error, want string) {
 	t.Helper()
-	if err != nil {
-		t.Fatalf("err = %v", err)
-	}
-	if g := got.String(); g != want {
-		t.Errorf("set = %s\nwant  %s", g, want)
-	}
+	must.NoError(t, err)
+	assert.Equal(t, want, got.String(), "set")
 }
 
 func TestParseCIDRList(t *testing.T) {
@@ -68,9 +63,7 @@ func TestParseCIDRList(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseCIDRList([]byte(tc.in))
 			if tc.wantErr != nil {
-				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("err = %v, want %v", err, tc.wantErr)
-				}
+				must.ErrorIs(t, err, tc.wantErr)
 				return
 			}
 			wantSet(t, got, err, tc.want)
@@ -80,13 +73,11 @@ func TestParseCIDRList(t *testing.T) {
 
 func TestParseCIDRListErrorNamesLineAndFix(t *testing.T) {
 	_, err := ParseCIDRList([]byte("192.0.2.0/24\n# c\n198.51.100.9/24\n"))
-	if err == nil || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), "did you mean 198.51.100.0/24") {
-		t.Errorf("error does not name the line and the fix: %v", err)
-	}
+	assert.ErrorContains(t, err, "line 3", "the error names the line")
+	assert.ErrorContains(t, err, "did you mean 198.51.100.0/24", "the error names the fix")
 	_, err = ParseCIDRList([]byte(strings.Repeat("x", 500)))
-	if err == nil || len(err.Error()) > 200 {
-		t.Errorf("error quotes too much attacker text: %d bytes", len(err.Error()))
-	}
+	must.Error(t, err)
+	assert.LessOrEqual(t, len(err.Error()), 200, "error quotes too much attacker text")
 }
 
 // Cloudflare's lists, byte for byte as published (no final newline).
@@ -105,9 +96,7 @@ func TestParseCIDRListCloudflare(t *testing.T) {
 // skips bad lines would have produced an empty list.
 func TestParseCIDRListCloudflareErrorPageCapturedByMirror(t *testing.T) {
 	_, err := ParseCIDRList(readFixture(t, "testdata/cloudflare-ips-v4-500.html"))
-	if !errors.Is(err, ErrMalformed) {
-		t.Fatalf("err = %v, want ErrMalformed", err)
-	}
+	must.ErrorIs(t, err, ErrMalformed)
 }
 
 func TestParseAWS(t *testing.T) {
@@ -139,9 +128,7 @@ func TestParseAWS(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseAWS(sample, tc.filter)
 			if tc.wantErr != nil {
-				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("err = %v, want %v", err, tc.wantErr)
-				}
+				must.ErrorIs(t, err, tc.wantErr)
 				return
 			}
 			wantSet(t, got, err, tc.want)
@@ -191,9 +178,7 @@ func TestParseAWSMalformed(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseAWS([]byte(tc.in), f)
-			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
-				t.Fatalf("err = %v, want %v", err, tc.wantErr)
-			}
+			must.ErrorIs(t, err, tc.wantErr)
 		})
 	}
 }
@@ -201,25 +186,18 @@ func TestParseAWSMalformed(t *testing.T) {
 func TestParseGoogleCloud(t *testing.T) {
 	b := readFixture(t, "snapshots/google-cloud.json")
 	all, err := ParseGoogleCloud(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if all.Len() < 700 || !all.Contains(netip.MustParseAddr("34.35.0.1")) {
-		t.Errorf("whole cloud.json: %d prefixes, 34.35.0.1 in it: %v", all.Len(), all.Contains(netip.MustParseAddr("34.35.0.1")))
-	}
+	must.NoError(t, err)
+	assert.GreaterOrEqual(t, all.Len(), 700, "whole cloud.json: prefixes")
+	assert.True(t, all.Contains(netip.MustParseAddr("34.35.0.1")), "whole cloud.json: 34.35.0.1 in it")
 	africa, err := ParseGoogleCloud(b, "africa-south1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !africa.Contains(netip.MustParseAddr("34.35.0.1")) || africa.Contains(netip.MustParseAddr("34.64.0.1")) || africa.Len() >= all.Len() {
-		t.Errorf("scope filter: %s", africa)
-	}
-	if _, err := ParseGoogleCloud(b, "mars-north1"); !errors.Is(err, ErrEmpty) {
-		t.Errorf("unknown scope: err = %v, want ErrEmpty", err)
-	}
-	if _, err := ParseGoogleCloud(b, " africa-south1"); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("padded scope: err = %v, want ErrInvalidConfig", err)
-	}
+	must.NoError(t, err)
+	assert.True(t, africa.Contains(netip.MustParseAddr("34.35.0.1")), "scope filter: %s", africa)
+	assert.False(t, africa.Contains(netip.MustParseAddr("34.64.0.1")), "scope filter: %s", africa)
+	assert.Less(t, africa.Len(), all.Len(), "scope filter: %s", africa)
+	_, err = ParseGoogleCloud(b, "mars-north1")
+	assert.ErrorIs(t, err, ErrEmpty, "unknown scope")
+	_, err = ParseGoogleCloud(b, " africa-south1")
+	assert.ErrorIs(t, err, ErrInvalidConfig, "padded scope")
 }
 
 func TestParseGoogleCloudMalformed(t *testing.T) {
@@ -250,9 +228,7 @@ func TestParseGoogleCloudMalformed(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseGoogleCloud([]byte(tc.in))
-			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
-				t.Fatalf("err = %v, want %v", err, tc.wantErr)
-			}
+			must.ErrorIs(t, err, tc.wantErr)
 		})
 	}
 }
@@ -264,19 +240,16 @@ func TestParseAzureServiceTags(t *testing.T) {
 	// The Frontend tag is where clients connect, not where Front Door
 	// connects to origins from; it must not leak into the Backend set.
 	front, err := ParseAzureServiceTags(sample, "AzureFrontDoor.Frontend")
-	if err != nil || front.Contains(netip.MustParseAddr("13.73.248.16")) || !front.Contains(netip.MustParseAddr("13.73.248.8")) {
-		t.Errorf("Frontend tag: %s, %v", front, err)
-	}
-	if _, err := ParseAzureServiceTags(sample, "azurefrontdoor.backend"); !errors.Is(err, ErrTagNotFound) {
-		t.Errorf("tag names are exact: err = %v, want ErrTagNotFound", err)
-	}
-	if _, err := ParseAzureServiceTags(sample, ""); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("empty tag: err = %v, want ErrInvalidConfig", err)
-	}
+	assert.NoError(t, err, "Frontend tag")
+	assert.False(t, front.Contains(netip.MustParseAddr("13.73.248.16")), "Frontend tag: %s", front)
+	assert.True(t, front.Contains(netip.MustParseAddr("13.73.248.8")), "Frontend tag: %s", front)
+	_, err = ParseAzureServiceTags(sample, "azurefrontdoor.backend")
+	assert.ErrorIs(t, err, ErrTagNotFound, "tag names are exact")
+	_, err = ParseAzureServiceTags(sample, "")
+	assert.ErrorIs(t, err, ErrInvalidConfig, "empty tag")
 	bom := append([]byte("\xef\xbb\xbf"), sample...)
-	if _, err := ParseAzureServiceTags(bom, AzureTagFrontDoorBackend); err != nil {
-		t.Errorf("a byte order mark, as Windows tools write, is refused: %v", err)
-	}
+	_, err = ParseAzureServiceTags(bom, AzureTagFrontDoorBackend)
+	assert.NoError(t, err, "a byte order mark, as Windows tools write, is refused")
 }
 
 func TestParseAzureServiceTagsMalformed(t *testing.T) {
@@ -310,9 +283,7 @@ func TestParseAzureServiceTagsMalformed(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseAzureServiceTags([]byte(tc.in), "T")
-			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
-				t.Fatalf("err = %v, want %v", err, tc.wantErr)
-			}
+			must.ErrorIs(t, err, tc.wantErr)
 		})
 	}
 }
@@ -342,9 +313,8 @@ func TestParseFastly(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := ParseFastly([]byte(tc.in)); !errors.Is(err, tc.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tc.wantErr)
-			}
+			_, err := ParseFastly([]byte(tc.in))
+			must.ErrorIs(t, err, tc.wantErr)
 		})
 	}
 }

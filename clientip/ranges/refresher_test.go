@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/stretchr/testify/assert"
+	must "github.com/stretchr/testify/require"
 )
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -42,9 +44,7 @@ func newHarness(t *testing.T, mod func(*RefresherConfig)) *harness {
 	h.v4.serve(snapCloudflareV4, `"cf-v4-1"`, "Tue, 29 Oct 2024 04:30:07 GMT")
 	h.v6.serve(snapCloudflareV6, "", "Wed, 11 Oct 2023 18:30:17 GMT")
 	src, err := NewSource(SourceConfig{Provider: ProviderCloudflare, Locations: []string{h.srv.URL + "/ips-v4", h.srv.URL + "/ips-v6"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, err)
 	cfg := RefresherConfig{
 		Source: src,
 		Client: h.srv.Client(),
@@ -63,9 +63,8 @@ func newHarness(t *testing.T, mod func(*RefresherConfig)) *harness {
 	if mod != nil {
 		mod(&cfg)
 	}
-	if h.r, err = NewRefresher(cfg); err != nil {
-		t.Fatal(err)
-	}
+	h.r, err = NewRefresher(cfg)
+	must.NoError(t, err)
 	return h
 }
 
@@ -103,42 +102,37 @@ var cloudflareSnapshotDate = time.Date(2025, 7, 25, 7, 30, 34, 0, time.UTC)
 func TestRefresherStartsFromSnapshot(t *testing.T) {
 	h := newHarness(t, nil)
 	st := h.r.Status()
-	if st.Provenance != ProvenanceSnapshot || st.Prefixes != 22 || !st.Confirmed.Equal(cloudflareSnapshotDate) || st.Age != t0.Sub(cloudflareSnapshotDate) {
-		t.Errorf("status = %+v", st)
-	}
-	if n, _, _ := h.v4.seen(); n != 0 {
-		t.Errorf("NewRefresher touched the network: %d requests", n)
-	}
-	if !h.r.Current().Contains(netip.MustParseAddr("104.16.0.1")) {
-		t.Error("Current is not the snapshot")
-	}
+	assert.Equal(t, ProvenanceSnapshot, st.Provenance)
+	assert.Equal(t, 22, st.Prefixes)
+	assert.WithinDuration(t, cloudflareSnapshotDate, st.Confirmed, 0, "confirmed")
+	assert.Equal(t, t0.Sub(cloudflareSnapshotDate), st.Age)
+	n, _, _ := h.v4.seen()
+	assert.Zero(t, n, "NewRefresher touched the network")
+	assert.True(t, h.r.Current().Contains(netip.MustParseAddr("104.16.0.1")), "Current is not the snapshot")
 }
 
 func TestRefresherConditionalRequests(t *testing.T) {
 	h := newHarness(t, nil)
-	if err := h.r.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, h.r.Refresh(context.Background()))
 	st := h.r.Status()
-	if st.Provenance != ProvenanceNetwork || !st.Confirmed.Equal(t0) || st.Unchanged != 1 || st.Updates != 0 || h.updateCount() != 1 {
-		t.Fatalf("after a fetch equal to the snapshot: %+v, %d updates", st, h.updateCount())
-	}
+	must.Equal(t, ProvenanceNetwork, st.Provenance, "after a fetch equal to the snapshot")
+	must.WithinDuration(t, t0, st.Confirmed, 0, "after a fetch equal to the snapshot")
+	must.Equal(t, uint64(1), st.Unchanged, "after a fetch equal to the snapshot")
+	must.Zero(t, st.Updates, "after a fetch equal to the snapshot")
+	must.Equal(t, 1, h.updateCount(), "after a fetch equal to the snapshot")
 	h.clock.Advance(time.Hour)
-	if err := h.r.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, h.r.Refresh(context.Background()))
 	_, inm, _ := h.v4.seen()
 	_, _, ims := h.v6.seen()
-	if inm[0] != "" || inm[1] != `"cf-v4-1"` {
-		t.Errorf("ips-v4 If-None-Match = %q, want none then the ETag", inm)
-	}
-	if ims[0] != "" || ims[1] != "Wed, 11 Oct 2023 18:30:17 GMT" {
-		t.Errorf("ips-v6 If-Modified-Since = %q, want none then the Last-Modified", ims)
-	}
+	assert.Equal(t, "", inm[0], "ips-v4 If-None-Match: none first")
+	assert.Equal(t, `"cf-v4-1"`, inm[1], "ips-v4 If-None-Match: then the ETag")
+	assert.Equal(t, "", ims[0], "ips-v6 If-Modified-Since: none first")
+	assert.Equal(t, "Wed, 11 Oct 2023 18:30:17 GMT", ims[1], "ips-v6 If-Modified-Since: then the Last-Modified")
 	st = h.r.Status()
-	if st.Unchanged != 2 || !st.Confirmed.Equal(t0.Add(time.Hour)) || st.Age != 0 || h.updateCount() != 1 {
-		t.Errorf("after 304s: %+v, %d updates (a 304 must not call OnUpdate again)", st, h.updateCount())
-	}
+	assert.Equal(t, uint64(2), st.Unchanged, "after 304s")
+	assert.WithinDuration(t, t0.Add(time.Hour), st.Confirmed, 0, "after 304s")
+	assert.Zero(t, st.Age, "after 304s")
+	assert.Equal(t, 1, h.updateCount(), "a 304 must not call OnUpdate again")
 }
 
 // A server that answers 304 to a request without validators is broken or
@@ -146,27 +140,22 @@ func TestRefresherConditionalRequests(t *testing.T) {
 func TestRefresherRefusesUnconditional304(t *testing.T) {
 	h := newHarness(t, nil)
 	h.v4.fail(http.StatusNotModified)
-	if err := h.r.Refresh(context.Background()); !errors.Is(err, ErrHTTPStatus) {
-		t.Fatalf("err = %v, want ErrHTTPStatus", err)
-	}
+	must.ErrorIs(t, h.r.Refresh(context.Background()), ErrHTTPStatus)
 }
 
 func TestRefresherInstallsChange(t *testing.T) {
 	h := newHarness(t, nil)
 	h.v4.serve(without(snapCloudflareV4, "131.0.72.0/22")+"\n", `"cf-v4-2"`, "")
-	if err := h.r.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, h.r.Refresh(context.Background()))
 	st := h.r.Status()
-	if st.Updates != 1 || st.Prefixes != 21 || h.updateCount() != 1 || h.lastUpdate().Len() != 21 {
-		t.Fatalf("status %+v, %d updates", st, h.updateCount())
-	}
-	if h.r.Current().Contains(netip.MustParseAddr("131.0.72.1")) {
-		t.Error("the dropped prefix is still trusted")
-	}
-	if !st.NextRefresh.Equal(t0.Add(time.Hour)) || st.LastError != nil || !st.LastSuccess.Equal(t0) {
-		t.Errorf("schedule after success: %+v", st)
-	}
+	must.Equal(t, uint64(1), st.Updates)
+	must.Equal(t, 21, st.Prefixes)
+	must.Equal(t, 1, h.updateCount(), "OnUpdate calls")
+	must.Equal(t, 21, h.lastUpdate().Len(), "prefixes delivered to OnUpdate")
+	assert.False(t, h.r.Current().Contains(netip.MustParseAddr("131.0.72.1")), "the dropped prefix is still trusted")
+	assert.WithinDuration(t, t0.Add(time.Hour), st.NextRefresh, 0, "schedule after success")
+	assert.NoError(t, st.LastError, "schedule after success")
+	assert.WithinDuration(t, t0, st.LastSuccess, 0, "schedule after success")
 }
 
 func TestRefresherKeepsTheCurrentSet(t *testing.T) {
@@ -202,22 +191,22 @@ func TestRefresherKeepsTheCurrentSet(t *testing.T) {
 			h := newHarness(t, tc.mod)
 			tc.prepare(t, h)
 			err := h.r.Refresh(context.Background())
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tc.wantErr)
-			}
+			must.ErrorIs(t, err, tc.wantErr)
 			st := h.r.Status()
-			if st.Provenance != ProvenanceSnapshot || st.Prefixes != 22 || h.updateCount() != 0 {
-				t.Errorf("the set changed: %+v, %d updates", st, h.updateCount())
+			assert.Equal(t, ProvenanceSnapshot, st.Provenance, "the set changed")
+			assert.Equal(t, 22, st.Prefixes, "the set changed")
+			assert.Zero(t, h.updateCount(), "the set changed")
+			assert.ErrorIs(t, st.LastError, tc.wantErr, "status reports the error")
+			assert.WithinDuration(t, t0, st.LastErrorTime, 0, "status reports the error")
+			assert.Equal(t, 1, st.ConsecutiveFailures, "status reports the error")
+			if tc.rejection {
+				assert.Equal(t, uint64(1), st.Rejections, "counted as a rejection")
+				assert.Zero(t, st.Failures, "counted as a rejection")
+			} else {
+				assert.Equal(t, uint64(1), st.Failures, "counted as a failure")
+				assert.Zero(t, st.Rejections, "counted as a failure")
 			}
-			if !errors.Is(st.LastError, tc.wantErr) || !st.LastErrorTime.Equal(t0) || st.ConsecutiveFailures != 1 {
-				t.Errorf("status does not report the error: %+v", st)
-			}
-			if tc.rejection && (st.Rejections != 1 || st.Failures != 0) || !tc.rejection && (st.Failures != 1 || st.Rejections != 0) {
-				t.Errorf("counted as failures=%d rejections=%d", st.Failures, st.Rejections)
-			}
-			if !st.NextRefresh.Equal(t0.Add(5 * time.Minute)) {
-				t.Errorf("retry at %s, want after RetryInterval", st.NextRefresh)
-			}
+			assert.WithinDuration(t, t0.Add(5*time.Minute), st.NextRefresh, 0, "retry after RetryInterval")
 		})
 	}
 }
@@ -232,13 +221,10 @@ func TestRefresherSlowBodyTimesOut(t *testing.T) {
 	h.v4.mu.Lock()
 	h.v4.stall = stall
 	h.v4.mu.Unlock()
-	err := h.r.Refresh(context.Background())
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want a deadline error", err)
-	}
-	if st := h.r.Status(); st.Provenance != ProvenanceSnapshot || st.Failures != 1 {
-		t.Errorf("status %+v", st)
-	}
+	must.ErrorIs(t, h.r.Refresh(context.Background()), context.DeadlineExceeded)
+	st := h.r.Status()
+	assert.Equal(t, ProvenanceSnapshot, st.Provenance)
+	assert.Equal(t, uint64(1), st.Failures)
 }
 
 // cutTransport answers every request with the first half of body and
@@ -285,15 +271,9 @@ func TestRefresherBodyCutByDeadlineIsNotParsed(t *testing.T) {
 		Clock:   newClock(t0).Now,
 		Timeout: time.Millisecond,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Refresh(context.Background()); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want a deadline error", err)
-	}
-	if r.Current().Len() != 0 {
-		t.Errorf("the cut body was installed: %s", r.Current())
-	}
+	must.NoError(t, err)
+	must.ErrorIs(t, r.Refresh(context.Background()), context.DeadlineExceeded)
+	assert.Zero(t, r.Current().Len(), "the cut body was installed: %s", r.Current())
 }
 
 func TestRefresherShrinkGuard(t *testing.T) {
@@ -301,60 +281,47 @@ func TestRefresherShrinkGuard(t *testing.T) {
 	// A truncated ips-v4: two of fifteen prefixes.
 	h.v4.serve("173.245.48.0/20\n103.21.244.0/22\n", `"cf-v4-cut"`, "")
 	err := h.r.Refresh(context.Background())
-	if !errors.Is(err, ErrShrink) {
-		t.Fatalf("err = %v, want ErrShrink", err)
-	}
+	must.ErrorIs(t, err, ErrShrink)
 	st := h.r.Status()
-	if st.Prefixes != 22 || st.Pending != 9 || st.PendingChange.Shrink < 0.9 || st.PendingChange.ShrinkFamily != "IPv4" || h.updateCount() != 0 {
-		t.Fatalf("status %+v", st)
-	}
-	if !st.NextRefresh.Equal(t0.Add(time.Hour)) {
-		t.Errorf("a set waiting for a person is looked at again after Interval, not RetryInterval: %s", st.NextRefresh)
-	}
+	must.Equal(t, 22, st.Prefixes)
+	must.Equal(t, 9, st.Pending)
+	must.GreaterOrEqual(t, st.PendingChange.Shrink, 0.9)
+	must.Equal(t, "IPv4", st.PendingChange.ShrinkFamily)
+	must.Zero(t, h.updateCount(), "OnUpdate calls")
+	assert.WithinDuration(t, t0.Add(time.Hour), st.NextRefresh, 0, "a set waiting for a person is looked at again after Interval, not RetryInterval")
 	h.clock.Advance(time.Minute)
-	if err := h.r.AcceptPending(); err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, h.r.AcceptPending())
 	st = h.r.Status()
-	if st.Prefixes != 9 || st.Pending != 0 || st.Provenance != ProvenanceNetwork || !st.Confirmed.Equal(t0) || h.updateCount() != 1 || st.Updates != 1 {
-		t.Errorf("after AcceptPending: %+v, %d updates", st, h.updateCount())
-	}
-	if err := h.r.AcceptPending(); !errors.Is(err, ErrNoPending) {
-		t.Errorf("second AcceptPending: %v, want ErrNoPending", err)
-	}
+	assert.Equal(t, 9, st.Prefixes, "after AcceptPending")
+	assert.Zero(t, st.Pending, "after AcceptPending")
+	assert.Equal(t, ProvenanceNetwork, st.Provenance, "after AcceptPending")
+	assert.WithinDuration(t, t0, st.Confirmed, 0, "after AcceptPending")
+	assert.Equal(t, 1, h.updateCount(), "OnUpdate calls after AcceptPending")
+	assert.Equal(t, uint64(1), st.Updates, "after AcceptPending")
+	assert.ErrorIs(t, h.r.AcceptPending(), ErrNoPending, "second AcceptPending")
 }
 
 func TestRefresherGrowthGuard(t *testing.T) {
 	grown := snapCloudflareV4 + "\n44.0.0.0/10" // 4M addresses on top of Cloudflare's 1.5M
 	h := newHarness(t, nil)
 	h.v4.serve(grown, `"cf-v4-grown"`, "")
-	if err := h.r.Refresh(context.Background()); !errors.Is(err, ErrGrowth) {
-		t.Fatalf("err = %v, want ErrGrowth", err)
-	}
-	if h.r.Current().Contains(netip.MustParseAddr("44.0.0.1")) {
-		t.Fatal("the refused prefix is trusted")
-	}
+	must.ErrorIs(t, h.r.Refresh(context.Background()), ErrGrowth)
+	must.False(t, h.r.Current().Contains(netip.MustParseAddr("44.0.0.1")), "the refused prefix is trusted")
 	h = newHarness(t, func(c *RefresherConfig) { c.MaxGrowth = math.Inf(1) })
 	h.v4.serve(grown, `"cf-v4-grown"`, "")
-	if err := h.r.Refresh(context.Background()); err != nil || !h.r.Current().Contains(netip.MustParseAddr("44.0.0.1")) {
-		t.Fatalf("with the guard off: %v", err)
-	}
+	must.NoError(t, h.r.Refresh(context.Background()), "with the guard off")
+	must.True(t, h.r.Current().Contains(netip.MustParseAddr("44.0.0.1")), "with the guard off")
 }
 
 // A pending set is dropped when the provider goes back to the current list.
 func TestRefresherPendingClearedByGoodRefresh(t *testing.T) {
 	h := newHarness(t, nil)
 	h.v4.serve("173.245.48.0/20\n", `"cf-v4-cut"`, "")
-	if err := h.r.Refresh(context.Background()); !errors.Is(err, ErrShrink) {
-		t.Fatal(err)
-	}
+	must.ErrorIs(t, h.r.Refresh(context.Background()), ErrShrink)
 	h.v4.serve(snapCloudflareV4, `"cf-v4-1"`, "")
-	if err := h.r.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.r.AcceptPending(); !errors.Is(err, ErrNoPending) || h.r.Status().Pending != 0 {
-		t.Errorf("AcceptPending = %v, pending %d", err, h.r.Status().Pending)
-	}
+	must.NoError(t, h.r.Refresh(context.Background()))
+	assert.ErrorIs(t, h.r.AcceptPending(), ErrNoPending)
+	assert.Zero(t, h.r.Status().Pending, "pending")
 }
 
 // OnUpdate is the trust store's veto: a set it refuses is not installed.
@@ -364,16 +331,15 @@ func TestRefresherOnUpdateRefusal(t *testing.T) {
 	h.setRefuse(veto)
 	h.v4.serve(without(snapCloudflareV4, "131.0.72.0/22"), `"cf-v4-2"`, "")
 	err := h.r.Refresh(context.Background())
-	if !errors.Is(err, ErrUpdateRefused) || !errors.Is(err, veto) {
-		t.Fatalf("err = %v, want ErrUpdateRefused wrapping the hook's error", err)
-	}
-	if st := h.r.Status(); st.Prefixes != 22 || st.Rejections != 1 || st.Provenance != ProvenanceSnapshot {
-		t.Fatalf("status %+v", st)
-	}
+	must.ErrorIs(t, err, ErrUpdateRefused)
+	must.ErrorIs(t, err, veto, "ErrUpdateRefused wraps the hook's error")
+	st := h.r.Status()
+	must.Equal(t, 22, st.Prefixes)
+	must.Equal(t, uint64(1), st.Rejections)
+	must.Equal(t, ProvenanceSnapshot, st.Provenance)
 	h.setRefuse(nil)
-	if err := h.r.Refresh(context.Background()); err != nil || h.r.Status().Prefixes != 21 {
-		t.Fatalf("after the store accepts: %v, %d prefixes", err, h.r.Status().Prefixes)
-	}
+	must.NoError(t, h.r.Refresh(context.Background()), "after the store accepts")
+	must.Equal(t, 21, h.r.Status().Prefixes, "after the store accepts")
 }
 
 // If OnUpdate refused the starting set, a fetch equal to it must still be
@@ -383,32 +349,26 @@ func TestRefresherRedeliversRefusedStartingSet(t *testing.T) {
 	h.setRefuse(errors.New("store not ready"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := h.r.Run(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
+	must.ErrorIs(t, h.r.Run(ctx), context.Canceled)
 	h.setRefuse(nil)
-	if err := h.r.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if h.updateCount() != 1 || h.lastUpdate().Len() != 22 {
-		t.Errorf("the unchanged set was not delivered: %d updates", h.updateCount())
-	}
+	must.NoError(t, h.r.Refresh(context.Background()))
+	must.Equal(t, 1, h.updateCount(), "the unchanged set was not delivered")
+	assert.Equal(t, 22, h.lastUpdate().Len(), "the unchanged set was not delivered")
 }
 
 func TestRefresherPartialNotModified(t *testing.T) {
 	h := newHarness(t, nil)
-	if err := h.r.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, h.r.Refresh(context.Background()))
 	h.v6.serve(snapCloudflareV6+"\n2001:db8::/33", "", "Thu, 01 Jan 2026 00:00:00 GMT")
-	if err := h.r.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, h.r.Refresh(context.Background()))
 	_, inm, _ := h.v4.seen()
 	set := h.r.Current()
-	if len(inm) != 2 || inm[1] != `"cf-v4-1"` || !set.Contains(netip.MustParseAddr("104.16.0.1")) || !set.Contains(netip.MustParseAddr("2001:db8::1")) || set.Len() != 23 {
-		t.Errorf("IPv4 from a 304 plus IPv6 from a 200: If-None-Match %q, set %s", inm, set)
+	if assert.Len(t, inm, 2, "If-None-Match") {
+		assert.Equal(t, `"cf-v4-1"`, inm[1], "If-None-Match")
 	}
+	assert.True(t, set.Contains(netip.MustParseAddr("104.16.0.1")), "IPv4 from a 304: set %s", set)
+	assert.True(t, set.Contains(netip.MustParseAddr("2001:db8::1")), "IPv6 from a 200: set %s", set)
+	assert.Equal(t, 23, set.Len(), "IPv4 from a 304 plus IPv6 from a 200: set %s", set)
 }
 
 func TestRefresherDiskCopy(t *testing.T) {
@@ -416,36 +376,32 @@ func TestRefresherDiskCopy(t *testing.T) {
 	withCache := func(c *RefresherConfig) { c.CacheFile = cache }
 	h := newHarness(t, withCache)
 	h.v4.serve(without(snapCloudflareV4, "131.0.72.0/22"), `"cf-v4-2"`, "")
-	if err := h.r.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, h.r.Refresh(context.Background()))
 	fi, err := os.Stat(cache)
-	if err != nil || fi.Mode().Perm() != 0o644 {
-		t.Fatalf("disk copy: %v, %v", fi, err)
-	}
+	must.NoError(t, err, "disk copy")
+	must.Equal(t, os.FileMode(0o644), fi.Mode().Perm(), "disk copy")
 	// The provider is down when the service restarts: start from disk.
 	h.v4.fail(http.StatusServiceUnavailable)
 	h.clock.Advance(time.Hour)
 	r2, err := NewRefresher(RefresherConfig{Source: h.r.Source(), CacheFile: cache, Client: h.srv.Client(), Clock: h.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, err)
 	st := r2.Status()
-	if st.Provenance != ProvenanceDisk || st.Prefixes != 21 || !st.Confirmed.Equal(t0) || st.Age != time.Hour || st.CacheError != nil {
-		t.Fatalf("restart from disk: %+v", st)
-	}
-	if err := r2.Refresh(context.Background()); !errors.Is(err, ErrHTTPStatus) || r2.Status().Provenance != ProvenanceDisk {
-		t.Fatalf("failed refresh: %v, %+v", err, r2.Status())
-	}
+	must.Equal(t, ProvenanceDisk, st.Provenance, "restart from disk")
+	must.Equal(t, 21, st.Prefixes, "restart from disk")
+	must.WithinDuration(t, t0, st.Confirmed, 0, "restart from disk")
+	must.Equal(t, time.Hour, st.Age, "restart from disk")
+	must.NoError(t, st.CacheError, "restart from disk")
+	must.ErrorIs(t, r2.Refresh(context.Background()), ErrHTTPStatus, "failed refresh")
+	must.Equal(t, ProvenanceDisk, r2.Status().Provenance, "failed refresh")
 	// The provider is back and unchanged: the validators on disk make it a 304.
 	h.v4.serve(without(snapCloudflareV4, "131.0.72.0/22"), `"cf-v4-2"`, "")
-	if err := r2.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, r2.Refresh(context.Background()))
 	_, inm, _ := h.v4.seen()
-	if st := r2.Status(); inm[len(inm)-1] != `"cf-v4-2"` || st.Provenance != ProvenanceNetwork || st.Unchanged != 1 || st.Prefixes != 21 {
-		t.Errorf("after the provider came back: If-None-Match %q, %+v", inm[len(inm)-1], st)
-	}
+	st = r2.Status()
+	assert.Equal(t, `"cf-v4-2"`, inm[len(inm)-1], "after the provider came back: If-None-Match")
+	assert.Equal(t, ProvenanceNetwork, st.Provenance, "after the provider came back")
+	assert.Equal(t, uint64(1), st.Unchanged, "after the provider came back")
+	assert.Equal(t, 21, st.Prefixes, "after the provider came back")
 }
 
 func TestRefresherDiskCopyRefused(t *testing.T) {
@@ -476,21 +432,13 @@ func TestRefresherDiskCopyRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "cache.json")
 			if tc.content != "" {
-				if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				must.NoError(t, os.WriteFile(path, []byte(tc.content), 0o644))
 			}
 			r, err := NewRefresher(RefresherConfig{Source: src, CacheFile: path, Clock: newClock(t0).Now})
-			if err != nil {
-				t.Fatal(err)
-			}
+			must.NoError(t, err)
 			st := r.Status()
-			if !errors.Is(st.CacheError, tc.wantErr) || (tc.wantErr == nil) != (st.CacheError == nil) {
-				t.Fatalf("CacheError = %v, want %v", st.CacheError, tc.wantErr)
-			}
-			if want := map[bool]Provenance{true: ProvenanceDisk, false: ProvenanceSnapshot}[tc.wantDisk]; st.Provenance != want {
-				t.Errorf("provenance %v, want %v", st.Provenance, want)
-			}
+			must.ErrorIs(t, st.CacheError, tc.wantErr, "CacheError")
+			assert.Equal(t, map[bool]Provenance{true: ProvenanceDisk, false: ProvenanceSnapshot}[tc.wantDisk], st.Provenance)
 		})
 	}
 }
@@ -499,54 +447,40 @@ func TestRefresherDiskCopyRefused(t *testing.T) {
 func TestRefresherCacheWriteFailure(t *testing.T) {
 	h := newHarness(t, func(c *RefresherConfig) { c.CacheFile = filepath.Join(t.TempDir(), "missing-dir", "cache.json") })
 	h.v4.serve(without(snapCloudflareV4, "131.0.72.0/22"), `"cf-v4-2"`, "")
-	if err := h.r.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if st := h.r.Status(); st.Prefixes != 21 || !errors.Is(st.CacheError, ErrCache) {
-		t.Errorf("status %+v", st)
-	}
+	must.NoError(t, h.r.Refresh(context.Background()))
+	st := h.r.Status()
+	assert.Equal(t, 21, st.Prefixes)
+	assert.ErrorIs(t, st.CacheError, ErrCache)
 }
 
 func TestWriteFileAtomic(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f")
 	for _, content := range []string{"first", "second"} {
-		if err := writeFileAtomic(path, []byte(content)); err != nil {
-			t.Fatal(err)
-		}
-		if b, err := os.ReadFile(path); err != nil || string(b) != content {
-			t.Fatalf("read %q, %v", b, err)
-		}
+		must.NoError(t, writeFileAtomic(path, []byte(content)))
+		b, err := os.ReadFile(path)
+		must.NoError(t, err)
+		must.Equal(t, content, string(b))
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("temporary files left behind: %v", entries)
-	}
-	if err := writeFileAtomic(filepath.Join(dir, "no", "f"), []byte("x")); err == nil {
-		t.Error("writing into a missing directory succeeded")
-	}
+	assert.Len(t, entries, 1, "temporary files left behind")
+	assert.Error(t, writeFileAtomic(filepath.Join(dir, "no", "f"), []byte("x")), "writing into a missing directory succeeded")
 }
 
 func TestRefresherWithoutSnapshot(t *testing.T) {
 	srv := newRangeServer(t, "/edge.txt")
 	srv.docs["/edge.txt"].serve("# our edge\n10.20.0.0/16\n", `"1"`, "")
 	src, err := NewSource(SourceConfig{Provider: ProviderCIDRList, Locations: []string{srv.URL + "/edge.txt"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, err)
 	r, err := NewRefresher(RefresherConfig{Source: src, Client: srv.Client(), Clock: newClock(t0).Now, AllowPrivate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := r.Status(); st.Provenance != ProvenanceNone || r.Current().Len() != 0 || !errors.Is(r.Check(0), ErrNoData) {
-		t.Fatalf("before any fetch: %+v, Check = %v", st, r.Check(0))
-	}
-	if err := r.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if r.Status().Provenance != ProvenanceNetwork || !r.Current().Contains(netip.MustParseAddr("10.20.1.1")) || r.Check(time.Hour) != nil {
-		t.Errorf("after a fetch: %+v", r.Status())
-	}
+	must.NoError(t, err)
+	must.Equal(t, ProvenanceNone, r.Status().Provenance, "before any fetch")
+	must.Zero(t, r.Current().Len(), "before any fetch")
+	must.ErrorIs(t, r.Check(0), ErrNoData, "before any fetch")
+	must.NoError(t, r.Refresh(context.Background()))
+	assert.Equal(t, ProvenanceNetwork, r.Status().Provenance, "after a fetch")
+	assert.True(t, r.Current().Contains(netip.MustParseAddr("10.20.1.1")), "after a fetch")
+	assert.NoError(t, r.Check(time.Hour), "after a fetch")
 }
 
 func TestRefresherCheckAndHealthHandler(t *testing.T) {
@@ -557,32 +491,23 @@ func TestRefresherCheckAndHealthHandler(t *testing.T) {
 		return rec.Code, rec.Body.String()
 	}
 	// The snapshot is old: stale for a one-day limit, fine without a limit.
-	if err := h.r.Check(24 * time.Hour); !errors.Is(err, ErrStale) {
-		t.Errorf("Check on an old snapshot = %v, want ErrStale", err)
-	}
-	if err := h.r.Check(0); err != nil {
-		t.Errorf("Check(0) = %v: staleness must fail only when asked", err)
-	}
-	if err := h.r.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if code, body := probe(time.Hour); code != http.StatusOK || !strings.HasPrefix(body, "ok: 22 prefixes from network") {
-		t.Errorf("fresh: %d %q", code, body)
-	}
+	assert.ErrorIs(t, h.r.Check(24*time.Hour), ErrStale, "Check on an old snapshot")
+	assert.NoError(t, h.r.Check(0), "staleness must fail only when asked")
+	must.NoError(t, h.r.Refresh(context.Background()))
+	code, body := probe(time.Hour)
+	assert.Equal(t, http.StatusOK, code, "fresh: %q", body)
+	assert.True(t, strings.HasPrefix(body, "ok: 22 prefixes from network"), "fresh: %q", body)
 	// The provider goes down for two hours: the set is still served.
 	h.v4.fail(http.StatusBadGateway)
 	h.clock.Advance(2 * time.Hour)
 	_ = h.r.Refresh(context.Background())
-	code, body := probe(time.Hour)
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "stale") || !strings.Contains(body, "502") {
-		t.Errorf("stale: %d %q", code, body)
-	}
-	if h.r.Current().Len() != 22 {
-		t.Error("staleness dropped the set")
-	}
-	if code, _ := probe(0); code != http.StatusOK {
-		t.Errorf("without a maximum age: %d", code)
-	}
+	code, body = probe(time.Hour)
+	assert.Equal(t, http.StatusServiceUnavailable, code, "stale: %q", body)
+	assert.Contains(t, body, "stale")
+	assert.Contains(t, body, "502")
+	assert.Equal(t, 22, h.r.Current().Len(), "staleness dropped the set")
+	code, _ = probe(0)
+	assert.Equal(t, http.StatusOK, code, "without a maximum age")
 }
 
 func TestRefresherJitter(t *testing.T) {
@@ -595,17 +520,11 @@ func TestRefresherJitter(t *testing.T) {
 		{0.75, 63 * time.Minute, 5*time.Minute + 15*time.Second},
 	} {
 		h := newHarness(t, func(c *RefresherConfig) { c.Rand = func() float64 { return tc.rand } })
-		if err := h.r.Refresh(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if got := h.r.Status().NextRefresh.Sub(t0); got != tc.next {
-			t.Errorf("rand %v: next refresh in %s, want %s", tc.rand, got, tc.next)
-		}
+		must.NoError(t, h.r.Refresh(context.Background()))
+		assert.Equal(t, tc.next, h.r.Status().NextRefresh.Sub(t0), "rand %v: next refresh", tc.rand)
 		h.v4.fail(http.StatusInternalServerError)
 		_ = h.r.Refresh(context.Background())
-		if got := h.r.Status().NextRefresh.Sub(t0); got != tc.retry {
-			t.Errorf("rand %v: retry in %s, want %s", tc.rand, got, tc.retry)
-		}
+		assert.Equal(t, tc.retry, h.r.Status().NextRefresh.Sub(t0), "rand %v: retry", tc.rand)
 	}
 }
 
@@ -619,12 +538,8 @@ func TestRefresherRefusesRedirectToHTTP(t *testing.T) {
 	defer tls.Close()
 	src, _ := NewSource(SourceConfig{Provider: ProviderCloudflare, Locations: []string{tls.URL + "/ips-v4"}})
 	r, err := NewRefresher(RefresherConfig{Source: src, Client: tls.Client(), Clock: newClock(t0).Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Refresh(context.Background()); !errors.Is(err, ErrRedirect) {
-		t.Fatalf("err = %v, want ErrRedirect", err)
-	}
+	must.NoError(t, err)
+	must.ErrorIs(t, r.Refresh(context.Background()), ErrRedirect)
 }
 
 func TestRefresherFileLocation(t *testing.T) {
@@ -633,49 +548,34 @@ func TestRefresherFileLocation(t *testing.T) {
 	mtime := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	write := func(b []byte) {
 		t.Helper()
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(path, mtime, mtime); err != nil {
-			t.Fatal(err)
-		}
+		must.NoError(t, os.WriteFile(path, b, 0o644))
+		must.NoError(t, os.Chtimes(path, mtime, mtime))
 	}
 	write([]byte(snapAzure))
 	src, err := AzureFrontDoor(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, err)
 	clock := newClock(t0)
 	r, err := NewRefresher(RefresherConfig{Source: src, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, err)
+	must.NoError(t, r.Refresh(context.Background()))
 	// A file's age is its modification time, so a download job that stops
 	// shows up as staleness.
-	if st := r.Status(); st.Provenance != ProvenanceNetwork || !st.Confirmed.Equal(mtime) || st.Unchanged != 1 {
-		t.Fatalf("status %+v", st)
-	}
+	st := r.Status()
+	must.Equal(t, ProvenanceNetwork, st.Provenance)
+	must.WithinDuration(t, mtime, st.Confirmed, 0, "confirmed at the file's modification time")
+	must.Equal(t, uint64(1), st.Unchanged)
 	clock.Advance(time.Hour)
-	if err := r.Refresh(context.Background()); err != nil || r.Status().Unchanged != 2 || !r.Status().Confirmed.Equal(mtime) {
-		t.Fatalf("unchanged file: %v %+v", err, r.Status())
-	}
+	must.NoError(t, r.Refresh(context.Background()), "unchanged file")
+	must.Equal(t, uint64(2), r.Status().Unchanged, "unchanged file")
+	must.WithinDuration(t, mtime, r.Status().Confirmed, 0, "unchanged file")
 	// A truncated download (the sample keeps 6 of 170 prefixes) is held.
 	mtime = mtime.Add(time.Hour)
 	write(readFixture(t, "testdata/azure-service-tags-sample.json"))
-	if err := r.Refresh(context.Background()); !errors.Is(err, ErrShrink) {
-		t.Fatalf("err = %v, want ErrShrink", err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "d"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	must.ErrorIs(t, r.Refresh(context.Background()), ErrShrink)
+	must.NoError(t, os.Mkdir(filepath.Join(dir, "d"), 0o755))
 	src, _ = AzureFrontDoor(filepath.Join(dir, "d"))
 	r, _ = NewRefresher(RefresherConfig{Source: src, Clock: clock.Now})
-	if err := r.Refresh(context.Background()); !errors.Is(err, ErrMalformed) {
-		t.Errorf("a directory: %v", err)
-	}
+	assert.ErrorIs(t, r.Refresh(context.Background()), ErrMalformed, "a directory")
 }
 
 func TestRefresherRun(t *testing.T) {
@@ -686,19 +586,11 @@ func TestRefresherRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.r.Run(ctx) }()
-	if s := <-got; s.Len() != 22 {
-		t.Errorf("Run first delivers the starting set: %d prefixes", s.Len())
-	}
-	if s := <-got; s.Len() != 21 {
-		t.Errorf("then the fetched one: %d prefixes", s.Len())
-	}
-	if err := h.r.Run(ctx); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("a second Run: %v", err)
-	}
+	assert.Equal(t, 22, (<-got).Len(), "Run first delivers the starting set")
+	assert.Equal(t, 21, (<-got).Len(), "then the fetched one")
+	assert.ErrorIs(t, h.r.Run(ctx), ErrInvalidConfig, "a second Run")
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("Run returned %v", err)
-	}
+	assert.ErrorIs(t, <-done, context.Canceled, "Run returned")
 }
 
 func TestNewRefresherConfig(t *testing.T) {
@@ -724,14 +616,12 @@ func TestNewRefresherConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := NewRefresher(tc.cfg); !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("err = %v, want ErrInvalidConfig", err)
-			}
+			_, err := NewRefresher(tc.cfg)
+			must.ErrorIs(t, err, ErrInvalidConfig)
 		})
 	}
-	if _, err := NewRefresher(RefresherConfig{Source: src}); err != nil {
-		t.Errorf("Source alone: %v", err)
-	}
+	_, err := NewRefresher(RefresherConfig{Source: src})
+	assert.NoError(t, err, "Source alone")
 }
 
 // Current is read per request or connection: it must not allocate.
@@ -739,9 +629,8 @@ func TestCurrentDoesNotAllocate(t *testing.T) {
 	h := newHarness(t, nil)
 	a := netip.MustParseAddr("104.16.0.1")
 	var in bool
-	if n := testing.AllocsPerRun(1000, func() { in = h.r.Current().Contains(a) }); n != 0 || !in {
-		t.Errorf("Current().Contains allocates %v times (in=%v)", n, in)
-	}
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { in = h.r.Current().Contains(a) }), "Current().Contains allocates")
+	assert.True(t, in)
 }
 
 func TestValidator(t *testing.T) {
@@ -753,9 +642,7 @@ func TestValidator(t *testing.T) {
 		"a\rb":                          "",
 		strings.Repeat("x", 257):        "",
 	} {
-		if got := validator(in); got != want {
-			t.Errorf("validator(%q) = %q, want %q", in, got, want)
-		}
+		assert.Equal(t, want, validator(in), "validator(%q)", in)
 	}
 }
 
@@ -766,9 +653,7 @@ func TestStatusLogValue(t *testing.T) {
 	var b strings.Builder
 	slog.New(slog.NewTextHandler(&b, nil)).Info("ranges", "status", h.r.Status())
 	for _, want := range []string{"status.provenance=snapshot", "status.prefixes=22", "status.pending=8", "shrank more than allowed"} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("log line lacks %q: %s", want, b.String())
-		}
+		assert.Contains(t, b.String(), want, "log line")
 	}
 }
 
@@ -796,23 +681,16 @@ func TestRefresherProviders(t *testing.T) {
 			srv.docs["/doc"].serve(tc.doc, `"v1"`, "")
 			tc.cfg.Locations = []string{srv.URL + "/doc"}
 			src, err := NewSource(tc.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			must.NoError(t, err)
 			r, err := NewRefresher(RefresherConfig{Source: src, Client: srv.Client(), Clock: newClock(t0).Now})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := r.Refresh(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			must.NoError(t, err)
+			must.NoError(t, r.Refresh(context.Background()))
 			st := r.Status()
-			if st.Provenance != ProvenanceNetwork || st.Prefixes != tc.prefixes || !r.Current().Contains(netip.MustParseAddr(tc.inside)) {
-				t.Errorf("status %+v", st)
-			}
-			if err := r.Refresh(context.Background()); err != nil || r.Status().Unchanged != 2 {
-				t.Errorf("second refresh (304): %v, %+v", err, r.Status())
-			}
+			assert.Equal(t, ProvenanceNetwork, st.Provenance)
+			assert.Equal(t, tc.prefixes, st.Prefixes)
+			assert.True(t, r.Current().Contains(netip.MustParseAddr(tc.inside)), "contains %s", tc.inside)
+			assert.NoError(t, r.Refresh(context.Background()), "second refresh (304)")
+			assert.Equal(t, uint64(2), r.Status().Unchanged, "second refresh (304)")
 		})
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	must "github.com/stretchr/testify/require"
 )
 
 // Every embedded snapshot parses with its provider's strict parser, passes
@@ -23,29 +26,28 @@ func TestSnapshots(t *testing.T) {
 		"google-load-balancers":        {4, "35.191.0.1"},
 	}
 	got := Snapshots()
-	if len(got) != len(want) {
-		t.Fatalf("%d snapshots parse, want %d (a snapshot that fails to parse is left out)", len(got), len(want))
-	}
+	must.Len(t, got, len(want), "a snapshot that fails to parse is left out")
 	for i, s := range got {
 		w, ok := want[s.Name]
-		if !ok {
-			t.Errorf("unexpected snapshot %q", s.Name)
+		if !assert.True(t, ok, "unexpected snapshot %q", s.Name) {
 			continue
 		}
-		if i > 0 && got[i-1].Name >= s.Name {
-			t.Errorf("snapshots not ordered by name: %q after %q", s.Name, got[i-1].Name)
+		if i > 0 {
+			assert.Less(t, got[i-1].Name, s.Name, "snapshots ordered by name")
 		}
-		if s.Set.Len() != w.prefixes || !s.Set.Contains(netip.MustParseAddr(w.inside)) {
-			t.Errorf("%s: %d prefixes (want %d), contains %s: %v", s.Name, s.Set.Len(), w.prefixes, w.inside, s.Set.Contains(netip.MustParseAddr(w.inside)))
-		}
-		if err := CheckSet(s.Set, false); err != nil {
-			t.Errorf("%s: the snapshot fails the refresher's guard: %v", s.Name, err)
-		}
-		if s.Date.IsZero() || s.Date.Location() != time.UTC || s.DateKind == "" || len(s.Documentation) == 0 || s.Note == "" || s.Provider == ProviderUnknown {
-			t.Errorf("%s: incomplete provenance: %+v", s.Name, s)
-		}
-		if s.Name != "google-load-balancers" && (len(s.Origin) == 0 || !strings.Contains(s.Mirror, "@") || !strings.Contains(s.Mirror, ":")) {
-			t.Errorf("%s: origin or mirror missing: %q %q", s.Name, s.Origin, s.Mirror)
+		assert.Equal(t, w.prefixes, s.Set.Len(), "%s: prefixes", s.Name)
+		assert.True(t, s.Set.Contains(netip.MustParseAddr(w.inside)), "%s contains %s", s.Name, w.inside)
+		assert.NoError(t, CheckSet(s.Set, false), "%s: the snapshot fails the refresher's guard", s.Name)
+		assert.False(t, s.Date.IsZero(), "%s: incomplete provenance: %+v", s.Name, s)
+		assert.Equal(t, time.UTC, s.Date.Location(), "%s: incomplete provenance: %+v", s.Name, s)
+		assert.NotEmpty(t, s.DateKind, "%s: incomplete provenance: %+v", s.Name, s)
+		assert.NotEmpty(t, s.Documentation, "%s: incomplete provenance: %+v", s.Name, s)
+		assert.NotEmpty(t, s.Note, "%s: incomplete provenance: %+v", s.Name, s)
+		assert.NotEqual(t, ProviderUnknown, s.Provider, "%s: incomplete provenance: %+v", s.Name, s)
+		if s.Name != "google-load-balancers" {
+			assert.NotEmpty(t, s.Origin, "%s: origin missing", s.Name)
+			assert.Contains(t, s.Mirror, "@", "%s: mirror missing", s.Name)
+			assert.Contains(t, s.Mirror, ":", "%s: mirror missing", s.Name)
 		}
 	}
 }
@@ -54,20 +56,16 @@ func TestSnapshots(t *testing.T) {
 // (milliseconds): Google's creationTime is US Pacific time, not UTC.
 func TestSnapshotDatesMatchDocuments(t *testing.T) {
 	aws, _ := SnapshotNamed("aws-cloudfront-origin-facing")
-	if !aws.Date.Equal(time.Unix(1787411825, 0)) || !strings.Contains(snapAWS, `"syncToken": "1787411825"`) {
-		t.Errorf("AWS snapshot date %s does not match its syncToken", aws.Date)
-	}
+	assert.True(t, aws.Date.Equal(time.Unix(1787411825, 0)), "AWS snapshot date %s does not match its syncToken", aws.Date)
+	assert.Contains(t, snapAWS, `"syncToken": "1787411825"`)
 	g, _ := SnapshotNamed("google-cloud")
-	if !g.Date.Equal(time.UnixMilli(1753409788780)) || !strings.Contains(snapGoogleCloud, `"syncToken": "1753409788780"`) {
-		t.Errorf("Google snapshot date %s does not match its syncToken", g.Date)
-	}
+	assert.True(t, g.Date.Equal(time.UnixMilli(1753409788780)), "Google snapshot date %s does not match its syncToken", g.Date)
+	assert.Contains(t, snapGoogleCloud, `"syncToken": "1753409788780"`)
 }
 
 func TestSourceSnapshotCoverage(t *testing.T) {
 	az, err := AzureFrontDoor("/var/lib/ranges/ServiceTags_Public.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	must.NoError(t, err)
 	otherTag, _ := NewSource(SourceConfig{Provider: ProviderAzure, Locations: []string{"/x.json"}, Tag: "AzureFrontDoor.Frontend"})
 	route53, _ := NewSource(SourceConfig{Provider: ProviderAWS, Services: []string{"ROUTE53_HEALTHCHECKS"}})
 	cfPlus, _ := NewSource(SourceConfig{Provider: ProviderAWS, Services: []string{AWSServiceCloudFrontOriginFacing, "CLOUDFRONT"}})
@@ -94,11 +92,10 @@ func TestSourceSnapshotCoverage(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ok := tc.src.Snapshot()
-			if ok != (tc.want != "") || s.Name != tc.want {
-				t.Fatalf("Snapshot() = %q, %v; want %q", s.Name, ok, tc.want)
-			}
-			if ok && s.Set.Len() != tc.prefixes {
-				t.Errorf("%d prefixes, want %d", s.Set.Len(), tc.prefixes)
+			must.Equal(t, tc.want != "", ok, "Snapshot() = %q", s.Name)
+			must.Equal(t, tc.want, s.Name, "Snapshot()")
+			if ok {
+				assert.Equal(t, tc.prefixes, s.Set.Len(), "prefixes")
 			}
 		})
 	}
@@ -106,10 +103,7 @@ func TestSourceSnapshotCoverage(t *testing.T) {
 
 func TestGoogleLoadBalancerRanges(t *testing.T) {
 	s := GoogleLoadBalancerRanges()
-	if got := s.Set.String(); got != "35.191.0.0/16,130.211.0.0/22,2600:2d00:1:1::/64,2600:2d00:1:b029::/64" {
-		t.Errorf("set = %s", got)
-	}
-	if s.Date.IsZero() || !strings.Contains(strings.Join(s.Documentation, " "), "cloud.google.com/load-balancing") {
-		t.Errorf("provenance: %+v", s)
-	}
+	assert.Equal(t, "35.191.0.0/16,130.211.0.0/22,2600:2d00:1:1::/64,2600:2d00:1:b029::/64", s.Set.String(), "set")
+	assert.False(t, s.Date.IsZero(), "provenance: %+v", s)
+	assert.Contains(t, strings.Join(s.Documentation, " "), "cloud.google.com/load-balancing", "provenance")
 }

@@ -2,9 +2,11 @@ package ranges
 
 import (
 	"encoding"
-	"errors"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	must "github.com/stretchr/testify/require"
 )
 
 var (
@@ -53,17 +55,11 @@ func TestNewSource(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := NewSource(tc.cfg)
 			if tc.wantErr {
-				if !errors.Is(err, ErrInvalidConfig) {
-					t.Fatalf("err = %v, want ErrInvalidConfig", err)
-				}
+				must.ErrorIs(t, err, ErrInvalidConfig)
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.String() != tc.wantID {
-				t.Errorf("String() = %q, want %q", s.String(), tc.wantID)
-			}
+			must.NoError(t, err)
+			assert.Equal(t, tc.wantID, s.String())
 		})
 	}
 }
@@ -71,49 +67,39 @@ func TestNewSource(t *testing.T) {
 func TestSourceLocationsAreCopied(t *testing.T) {
 	s := Cloudflare()
 	s.Locations()[0] = "https://attacker.example/"
-	if s.Locations()[0] != cloudflareV4URL {
-		t.Error("Locations returned the source's own slice")
-	}
+	assert.Equal(t, cloudflareV4URL, s.Locations()[0], "Locations returned the source's own slice")
 }
 
 func TestProviderText(t *testing.T) {
 	for p := ProviderCloudflare; p <= ProviderCIDRList; p++ {
 		b, err := p.MarshalText()
-		if err != nil {
-			t.Fatal(err)
-		}
+		must.NoError(t, err)
 		var q Provider
-		if err := q.UnmarshalText(b); err != nil || q != p || string(b) != p.String() {
-			t.Errorf("%v: round trip gave %v, %v", p, q, err)
-		}
+		assert.NoError(t, q.UnmarshalText(b), "%v: round trip", p)
+		assert.Equal(t, p, q, "round trip")
+		assert.Equal(t, p.String(), string(b), "MarshalText and String")
 	}
 	var q Provider
 	for _, bad := range []string{"unknown", "Cloudflare", "", "aws "} {
-		if err := q.UnmarshalText([]byte(bad)); !errors.Is(err, ErrUnknownProvider) {
-			t.Errorf("UnmarshalText(%q) = %v, want ErrUnknownProvider", bad, err)
-		}
+		assert.ErrorIs(t, q.UnmarshalText([]byte(bad)), ErrUnknownProvider, "UnmarshalText(%q)", bad)
 	}
-	if _, err := ProviderUnknown.MarshalText(); err == nil {
-		t.Error("the zero Provider marshals")
-	}
-	if Provider(42).String() != "Provider(42)" {
-		t.Error(Provider(42).String())
-	}
+	_, err := ProviderUnknown.MarshalText()
+	assert.Error(t, err, "the zero Provider marshals")
+	assert.Equal(t, "Provider(42)", Provider(42).String())
 }
 
 func TestProvenanceText(t *testing.T) {
 	for p := ProvenanceNone; p <= ProvenanceNetwork; p++ {
 		b, err := p.MarshalText()
 		var q Provenance
-		if err != nil || q.UnmarshalText(b) != nil || q != p || string(b) != p.String() {
-			t.Errorf("%v: round trip gave %v, %v", p, q, err)
-		}
+		assert.NoError(t, err, "%v", p)
+		assert.NoError(t, q.UnmarshalText(b), "%v: round trip", p)
+		assert.Equal(t, p, q, "round trip")
+		assert.Equal(t, p.String(), string(b), "MarshalText and String")
 	}
 	var q Provenance
-	if err := q.UnmarshalText([]byte("Disk")); err == nil {
-		t.Error("UnmarshalText accepted a name in the wrong case")
-	}
-	if _, err := Provenance(9).MarshalText(); err == nil || Provenance(9).String() != "Provenance(9)" {
-		t.Error("out-of-range Provenance")
-	}
+	assert.Error(t, q.UnmarshalText([]byte("Disk")), "UnmarshalText accepted a name in the wrong case")
+	_, err := Provenance(9).MarshalText()
+	assert.Error(t, err, "out-of-range Provenance")
+	assert.Equal(t, "Provenance(9)", Provenance(9).String())
 }

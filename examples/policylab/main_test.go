@@ -62,8 +62,7 @@ func TestLab(t *testing.T) {
 				mine = append(mine, name)
 			}
 		}
-		if len(mine) > 0 {
-			t.Errorf("namespaces left behind: %v", mine)
+		if !assert.Empty(t, mine, "namespaces left behind") {
 			netns.Delete(context.Background(), mine)
 		}
 	})
@@ -75,9 +74,9 @@ func TestLab(t *testing.T) {
 	md, rerr := os.ReadFile(out)
 	require.NoError(t, rerr)
 	require.NoError(t, err, "%s", md)
-	if !rep.Passed() {
+	if !assert.True(t, rep.Passed(), "the lab did not pass") {
 		for _, f := range rep.Failures() {
-			t.Error(f)
+			assert.Fail(t, f)
 		}
 		t.Logf("report:\n%s", md)
 		return

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/sourceip/sourceip/trafficpolicy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -29,29 +31,19 @@ func TestRenderMatrixGolden(t *testing.T) {
 			rows := trafficpolicy.FullMatrix()
 			if tt.manifest != "" {
 				s, err := Parse([]byte(tt.manifest))
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				rows = s.Matrix()
 			}
 			var b bytes.Buffer
-			if err := RenderMatrix(&b, rows); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, RenderMatrix(&b, rows))
 			path := filepath.Join("testdata", tt.file)
 			if *update {
-				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
 				return
 			}
 			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(b.Bytes(), want) {
-				t.Errorf("%s differs (go test -update rewrites it):\n got:\n%s\nwant:\n%s", tt.file, b.Bytes(), want)
-			}
+			require.NoError(t, err, "run go test -update to create it")
+			assert.Equal(t, string(want), b.String(), "%s differs (go test -update rewrites it)", tt.file)
 		})
 	}
 }
@@ -59,20 +51,14 @@ func TestRenderMatrixGolden(t *testing.T) {
 func TestRenderMatrixShape(t *testing.T) {
 	var b bytes.Buffer
 	rows := trafficpolicy.FullMatrix()
-	if err := RenderMatrix(&b, rows); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, RenderMatrix(&b, rows))
 	lines := strings.Split(b.String(), "\n")
 	cols := strings.Count(lines[0], "|")
 	for i, l := range lines[:len(rows)+2] {
-		if strings.Count(l, "|") != cols {
-			t.Fatalf("line %d has %d cell separators, the header %d: %q", i+1, strings.Count(l, "|"), cols, l)
-		}
+		require.Equal(t, cols, strings.Count(l, "|"), "line %d has as many cell separators as the header: %q", i+1, l)
 	}
 	for _, e := range rows {
-		if e.Outcome != trafficpolicy.Delivered {
-			t.Errorf("FullMatrix row %v is %v; rows assume a local endpoint on an exposed path", e.Case, e.Outcome)
-		}
+		assert.Equal(t, trafficpolicy.Delivered, e.Outcome, "FullMatrix row %v; rows assume a local endpoint on an exposed path", e.Case)
 	}
 }
 
@@ -81,9 +67,7 @@ type failWriter struct{}
 func (failWriter) Write([]byte) (int, error) { return 0, os.ErrClosed }
 
 func TestRenderMatrixWriteError(t *testing.T) {
-	if err := RenderMatrix(failWriter{}, trafficpolicy.FullMatrix()); err == nil {
-		t.Fatal("RenderMatrix hid a write error")
-	}
+	require.Error(t, RenderMatrix(failWriter{}, trafficpolicy.FullMatrix()), "RenderMatrix hid a write error")
 }
 
 func BenchmarkParse(b *testing.B) {

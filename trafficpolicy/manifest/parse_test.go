@@ -1,13 +1,13 @@
 package manifest
 
 import (
-	"errors"
 	"net/netip"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/sourceip/sourceip/trafficpolicy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const gatewayManifest = `# the reference gateway, as deployed
@@ -47,32 +47,22 @@ status:
 
 func TestParse(t *testing.T) {
 	s, err := Parse([]byte(gatewayManifest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Namespace != "iot" || s.Name != "mqtt-gw" || s.Type != trafficpolicy.TypeLoadBalancer ||
-		s.ExternalTrafficPolicy != trafficpolicy.ExternalLocal || s.InternalTrafficPolicy != trafficpolicy.InternalCluster ||
-		s.TrafficDistribution != trafficpolicy.PreferSameZone || s.HealthCheckNodePort != 32123 || s.Headless {
-		t.Fatalf("parsed %+v", s)
-	}
-	if want := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8::/32")}; !slices.Equal(s.LoadBalancerSourceRanges, want) {
-		t.Errorf("source ranges %v, want %v (host bits masked)", s.LoadBalancerSourceRanges, want)
-	}
-	if want := []trafficpolicy.Port{{Name: "mqtts", Protocol: "TCP", Port: 8883, NodePort: 31883}}; !slices.Equal(s.Ports, want) {
-		t.Errorf("ports %+v, want %+v", s.Ports, want)
-	}
-	if want := []trafficpolicy.Ingress{{IP: netip.MustParseAddr("192.0.2.10"), IPMode: trafficpolicy.IPModeProxy}, {Hostname: "mqtt-gw-123.elb.example.com"}}; !slices.Equal(s.Ingress, want) {
-		t.Errorf("ingress %+v, want %+v", s.Ingress, want)
-	}
-	if s.LB != trafficpolicy.LBProxyProtocol || s.LBHint != "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol" {
-		t.Errorf("LB %v from %q: the PROXY annotation must win over the NLB type", s.LB, s.LBHint)
-	}
-	if !s.NeedsHealthCheck() {
-		t.Error("NeedsHealthCheck = false for LoadBalancer + Local")
-	}
-	if got := s.IPModes(); !slices.Equal(got, []trafficpolicy.IPMode{trafficpolicy.IPModeProxy}) {
-		t.Errorf("IPModes = %v: a hostname-only ingress is not captured either", got)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "iot", s.Namespace)
+	require.Equal(t, "mqtt-gw", s.Name)
+	require.Equal(t, trafficpolicy.TypeLoadBalancer, s.Type)
+	require.Equal(t, trafficpolicy.ExternalLocal, s.ExternalTrafficPolicy)
+	require.Equal(t, trafficpolicy.InternalCluster, s.InternalTrafficPolicy)
+	require.Equal(t, trafficpolicy.PreferSameZone, s.TrafficDistribution)
+	require.Equal(t, uint16(32123), s.HealthCheckNodePort)
+	require.False(t, s.Headless)
+	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8::/32")}, s.LoadBalancerSourceRanges, "source ranges (host bits masked)")
+	assert.Equal(t, []trafficpolicy.Port{{Name: "mqtts", Protocol: "TCP", Port: 8883, NodePort: 31883}}, s.Ports)
+	assert.Equal(t, []trafficpolicy.Ingress{{IP: netip.MustParseAddr("192.0.2.10"), IPMode: trafficpolicy.IPModeProxy}, {Hostname: "mqtt-gw-123.elb.example.com"}}, s.Ingress)
+	assert.Equal(t, trafficpolicy.LBProxyProtocol, s.LB, "the PROXY annotation must win over the NLB type")
+	assert.Equal(t, "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol", s.LBHint, "the PROXY annotation must win over the NLB type")
+	assert.True(t, s.NeedsHealthCheck(), "NeedsHealthCheck for LoadBalancer + Local")
+	assert.Equal(t, []trafficpolicy.IPMode{trafficpolicy.IPModeProxy}, s.IPModes(), "a hostname-only ingress is not captured either")
 }
 
 func TestParseDefaults(t *testing.T) {
@@ -107,12 +97,8 @@ func TestParseDefaults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Parse([]byte(tt.manifest))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !equalService(got, tt.want) {
-				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
-			}
+			require.NoError(t, err)
+			require.True(t, equalService(got, tt.want), "got  %+v\nwant %+v", got, tt.want)
 		})
 	}
 }
@@ -168,12 +154,8 @@ func TestParseErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse([]byte(tt.manifest))
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
-			if !strings.Contains(err.Error(), tt.mention) {
-				t.Fatalf("err = %q, want it to mention %q", err, tt.mention)
-			}
+			require.ErrorIs(t, err, tt.wantErr)
+			require.ErrorContains(t, err, tt.mention)
 		})
 	}
 }
@@ -200,9 +182,8 @@ func TestInferLB(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
 			got, hint := inferLB(map[string]string{tt.key: tt.value})
-			if got != tt.want || (got != trafficpolicy.LBUnknown) != (hint == tt.key) {
-				t.Fatalf("inferLB = %v, %q; want %v", got, hint, tt.want)
-			}
+			require.Equal(t, tt.want, got)
+			require.Equal(t, got != trafficpolicy.LBUnknown, hint == tt.key, "hint %q", hint)
 		})
 	}
 }

@@ -3,7 +3,6 @@ package judge
 import (
 	"errors"
 	"net/netip"
-	"strings"
 	"testing"
 
 	"github.com/sourceip/sourceip/clientip"
@@ -11,6 +10,8 @@ import (
 	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/sourceip/sourceip/trafficpolicy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var (
@@ -59,9 +60,7 @@ func TestExpectedWords(t *testing.T) {
 				e := trafficpolicy.Expect(*tt.deployed)
 				d = &e
 			}
-			if got := Expected(trafficpolicy.Expect(tt.c), d); got != tt.want {
-				t.Errorf("expected = %+v, want %+v", got, tt.want)
-			}
+			assert.Equal(t, tt.want, Expected(trafficpolicy.Expect(tt.c), d))
 		})
 	}
 }
@@ -101,13 +100,9 @@ func TestJudge(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			j := Judge(tt.atts, tt.rejections, client1.Addr(), tt.want, n)
-			if len(j.Problems) != len(tt.problems) {
-				t.Fatalf("problems = %q, want %d matching %q", j.Problems, len(tt.problems), tt.problems)
-			}
+			require.Len(t, j.Problems, len(tt.problems), "want problems matching %q", tt.problems)
 			for i, p := range tt.problems {
-				if !strings.Contains(j.Problems[i], p) {
-					t.Errorf("problem %d = %q, want it to mention %q", i, j.Problems[i], p)
-				}
+				assert.Contains(t, j.Problems[i], p, "problem %d", i)
 			}
 		})
 	}
@@ -126,9 +121,7 @@ func TestPeerClass(t *testing.T) {
 		"203.0.113.138":        "other", // a pod is nobody's masquerade address
 		"192.0.2.12":           "other",
 	} {
-		if got := PeerClass(netip.MustParseAddr(addr), client1.Addr(), n); got != want {
-			t.Errorf("peerClass(%s) = %q, want %q", addr, got, want)
-		}
+		assert.Equal(t, want, PeerClass(netip.MustParseAddr(addr), client1.Addr(), n), "PeerClass(%s)", addr)
 	}
 }
 

@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -11,6 +10,8 @@ import (
 	"github.com/sourceip/sourceip/examples/policylab/internal/kubeproxy"
 	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
 	"github.com/sourceip/sourceip/trafficpolicy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestHeaderlessTrustedNodeIsFlagged pins the remedy the report's note on
@@ -19,22 +20,17 @@ import (
 // recipe's resolver flags the node as masqueraded instead of naming a client.
 func TestHeaderlessTrustedNodeIsFlagged(t *testing.T) {
 	cfg, err := trafficpolicy.Expect(trafficpolicy.Case{Type: trafficpolicy.TypeLoadBalancer, Path: trafficpolicy.PathLoadBalancer, LB: trafficpolicy.LBProxyProtocol, LocalEndpoint: true}).Config(topo.Network())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r := clientip.MustNew(cfg)
 	res, err := r.Resolve(clientip.Transport{Peer: netip.AddrPortFrom(topo.NodeAddr(3).V4, 40000)}, nil)
-	if !errors.Is(err, clientip.ErrMasqueraded) || !res.Masqueraded {
-		t.Errorf("Resolve(headerless from a trusted node) = %v, %v; want ErrMasqueraded", res, err)
-	}
+	assert.ErrorIs(t, err, clientip.ErrMasqueraded, "Resolve(headerless from a trusted node) = %v", res)
+	assert.True(t, res.Masqueraded, "Resolve(headerless from a trusted node) = %v", res)
 }
 
 // Options the lab cannot run with are refused before anything is built
 // (a negative -conns once crashed it after the namespaces were up).
 func TestOptionsValidate(t *testing.T) {
-	if err := DefaultOptions().validate(); err != nil {
-		t.Fatalf("default options: %v", err)
-	}
+	require.NoError(t, DefaultOptions().validate(), "default options")
 	for _, mutate := range []func(*Options){
 		func(o *Options) { o.Conns = -1 },
 		func(o *Options) { o.Conns = 0 },
@@ -49,8 +45,9 @@ func TestOptionsValidate(t *testing.T) {
 		o := DefaultOptions()
 		mutate(&o)
 		rep, err := Run(context.Background(), o)
-		if err == nil || rep == nil || rep.Err == nil {
-			t.Errorf("Run(%+v) = %v; want an options error", o, err)
+		assert.Error(t, err, "Run(%+v): want an options error", o)
+		if assert.NotNil(t, rep, "Run(%+v): want a report", o) {
+			assert.Error(t, rep.Err, "Run(%+v): want an options error in the report", o)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/sourceip/sourceip/internal/e2e"
 	"github.com/sourceip/sourceip/trafficpolicy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
 )
@@ -24,17 +26,14 @@ func TestHAProxyConfig(t *testing.T) {
 		"server n1 198.51.100.11:30080 check port 32080 inter 250ms fall 3 rise 2",
 		"server n3 198.51.100.13:30080 send-proxy-v2 track plain/n3",
 	} {
-		if !strings.Contains(cfg, want) {
-			t.Errorf("config lacks %q:\n%s", want, cfg)
-		}
+		assert.Contains(t, cfg, want)
 	}
 	// Health checks carry no PROXY header ("port" is set, no check-send-proxy).
-	if strings.Contains(cfg, "check-send-proxy") || strings.Count(cfg, "send-proxy-v2") != topo.NumNodes {
-		t.Errorf("PROXY header on checks or on the plain backend:\n%s", cfg)
-	}
-	if v4 := haproxyConfig("/run/x.sock", topo.ProxyHealthzPort, labTiming, false); strings.Contains(v4, "2001:db8") || !strings.Contains(v4, "check port 10256") {
-		t.Errorf("IPv4-only config:\n%s", v4)
-	}
+	assert.NotContains(t, cfg, "check-send-proxy", "PROXY header on checks")
+	assert.Equal(t, topo.NumNodes, strings.Count(cfg, "send-proxy-v2"), "PROXY header on the plain backend:\n%s", cfg)
+	v4 := haproxyConfig("/run/x.sock", topo.ProxyHealthzPort, labTiming, false)
+	assert.NotContains(t, v4, "2001:db8", "IPv4-only config")
+	assert.Contains(t, v4, "check port 10256", "IPv4-only config")
 }
 
 // TestHAProxyConfigValid has HAProxy itself check the configuration.
@@ -42,12 +41,9 @@ func TestHAProxyConfigValid(t *testing.T) {
 	bin := e2e.Require(t, "haproxy")[0]
 	dir := t.TempDir()
 	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(haproxyConfig(filepath.Join(dir, "s.sock"), topo.HealthCheckNodePort, labTiming, true)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
-		t.Fatalf("haproxy -c: %v\n%s", err, out)
-	}
+	require.NoError(t, os.WriteFile(path, []byte(haproxyConfig(filepath.Join(dir, "s.sock"), topo.HealthCheckNodePort, labTiming, true)), 0o600))
+	out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput()
+	require.NoError(t, err, "haproxy -c:\n%s", out)
 }
 
 func TestParseStats(t *testing.T) {
@@ -57,19 +53,12 @@ func TestParseStats(t *testing.T) {
 		"plain,n3,0,0,0,0,,0,0,0,,0,,0,0,0,0,DOWN 1/2,1\n" +
 		"plain,BACKEND,0,0,0,1,26,12,0,0,0,0,,0,0,0,0,UP,2\n\n"
 	rows, err := parseStats([]byte(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := []haproxyStat{{"plain", "FRONTEND", "OPEN", 12}, {"plain", "n1", "UP", 4}, {"plain", "n3", "DOWN 1/2", 0}, {"plain", "BACKEND", "UP", 12}}
-	if len(rows) != len(want) {
-		t.Fatalf("rows = %v", rows)
-	}
+	require.Len(t, rows, len(want), "rows = %v", rows)
 	for i := range want {
-		if rows[i] != want[i] {
-			t.Errorf("row %d = %+v, want %+v", i, rows[i], want[i])
-		}
+		assert.Equal(t, want[i], rows[i], "row %d", i)
 	}
-	if _, err := parseStats([]byte("# a,b\n1,2\n")); err == nil {
-		t.Error("stats without the needed columns parsed")
-	}
+	_, err = parseStats([]byte("# a,b\n1,2\n"))
+	assert.Error(t, err, "stats without the needed columns parsed")
 }

@@ -13,17 +13,7 @@ import (
 
 // Passed reports whether the lab ran to the end in every mode and every
 // verdict passed. A window transition passes when its last try passed.
-func (r *Report) Passed() bool {
-	if r.Err != nil || len(r.Modes) == 0 {
-		return false
-	}
-	for _, m := range r.Modes {
-		if m.Skew == nil || len(m.Windows) == 0 || len(m.Compare) == 0 {
-			return false
-		}
-	}
-	return len(r.Failures()) == 0
-}
+func (r *Report) Passed() bool { return len(r.Failures()) == 0 }
 
 // lastTries returns, for each transition, its last try.
 func lastTries(ws []*Window) []*Window {
@@ -43,7 +33,18 @@ func (r *Report) Failures() []string {
 	if r.Err != nil {
 		out = append(out, "run: "+r.Err.Error())
 	}
+	if len(r.Modes) == 0 {
+		out = append(out, "run: no kube-proxy mode ran")
+	}
 	for _, m := range r.Modes {
+		switch {
+		case m.Skew == nil:
+			out = append(out, m.Name+": scenario 6: the traffic shares were not measured")
+		case len(m.Windows) == 0:
+			out = append(out, m.Name+": scenario 5: no drain or rejoin window was measured")
+		case len(m.Compare) == 0:
+			out = append(out, m.Name+": no health answer was compared with kube-proxy's")
+		}
 		for _, row := range m.Rows {
 			for _, p := range row.Problems {
 				out = append(out, fmt.Sprintf("%s: scenario %d (%s, %s): %s", m.Name, row.Scenario, row.Policy(), row.Title, p))

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package haproxy
+package daemon
 
 import "syscall"
 
