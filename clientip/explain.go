@@ -110,6 +110,12 @@ type Explanation struct {
 	// listed in Steps.
 	Omitted int
 
+	// PeerUntrusted is the transport's [Transport].PeerUntrusted: the layer
+	// that accepted the connection judged the socket peer not to be a
+	// trusted proxy, so the walk took it for the client whatever the
+	// resolver says of its address.
+	PeerUntrusted bool
+
 	// Result and Err are exactly what [Resolver.Resolve] (or
 	// [Resolver.ResolveRequest]) returns for the same input.
 	Result Result
@@ -145,14 +151,19 @@ func (t *trace) read(pos int, entry string, a netip.Addr) {
 // Explanation holds header text a client wrote. It is safe for concurrent
 // use.
 func (r *Resolver) Explain(t Transport, h http.Header) Explanation {
-	return r.explain(h, func(rc *Resolver, res *Result) error { return rc.resolve(res, &t, h) })
+	x := r.explain(h, func(rc *Resolver, res *Result) error { return rc.resolve(res, &t, h) })
+	x.PeerUntrusted = t.PeerUntrusted
+	return x
 }
 
 // ExplainRequest is [Resolver.Explain] for an HTTP request, resolving like
 // [Resolver.ResolveRequest]: the same transport (from the context, or
 // req.RemoteAddr) and the same answer. It never modifies req.
 func (r *Resolver) ExplainRequest(req *http.Request) Explanation {
-	return r.explain(req.Header, func(rc *Resolver, res *Result) error { return rc.resolveRequest(res, req) })
+	x := r.explain(req.Header, func(rc *Resolver, res *Result) error { return rc.resolveRequest(res, req) })
+	t, _ := TransportFromContext(req.Context())
+	x.PeerUntrusted = t.PeerUntrusted
+	return x
 }
 
 func (r *Resolver) explain(h http.Header, run func(*Resolver, *Result) error) Explanation {

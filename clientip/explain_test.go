@@ -114,6 +114,14 @@ func checkExplain(t *testing.T, cfg Config, tr Transport, h http.Header) {
 	}
 }
 
+// explainTransports are the fuzz transports and peers a PROXY listener
+// judged untrusted.
+var explainTransports = append(append([]Transport(nil), fuzzTransports...),
+	Transport{Peer: ap("10.0.0.1:40000"), PeerUntrusted: true},
+	Transport{Peer: ap("10.0.0.1:40000"), Proxy: ap("10.0.0.2:1"), PeerUntrusted: true},
+	Transport{PeerUntrusted: true},
+)
+
 // TestExplainMatchesResolve runs checkExplain on every fuzz seed, under every
 // fuzz configuration and transport, in each header: one line, and two.
 func TestExplainMatchesResolve(t *testing.T) {
@@ -121,7 +129,7 @@ func TestExplainMatchesResolve(t *testing.T) {
 	for _, header := range []string{"X-Forwarded-For", "Forwarded", "X-Real-IP"} {
 		for ci, cfg := range fuzzConfigs {
 			cfg.Header = header
-			for _, tr := range fuzzTransports {
+			for _, tr := range explainTransports {
 				for _, s := range seeds {
 					checkExplain(t, cfg, tr, http.Header{header: {s}})
 					checkExplain(t, cfg, tr, http.Header{header: {s, "10.0.0.9"}})
@@ -135,7 +143,7 @@ func TestExplainMatchesResolve(t *testing.T) {
 	}
 	// Without a header, and with limits reached.
 	for _, cfg := range fuzzConfigs {
-		for _, tr := range fuzzTransports {
+		for _, tr := range explainTransports {
 			checkExplain(t, cfg, tr, nil)
 		}
 	}
@@ -155,7 +163,7 @@ func FuzzExplain(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line1, line2 string, sel uint8) {
 		cfg := fuzzConfigs[int(sel)%len(fuzzConfigs)]
 		cfg.Header = headers[int(sel/48)%len(headers)]
-		tr := fuzzTransports[int(sel/8)%len(fuzzTransports)]
+		tr := explainTransports[int(sel/8)%len(explainTransports)]
 		lines := []string{line1}
 		if sel&0x80 != 0 {
 			lines = append(lines, line2)
@@ -220,6 +228,9 @@ func TestExplain(t *testing.T) {
 		{name: "an untrusted Unix peer",
 			cfg: xffCfg(), t: Transport{}, h: xff("198.51.100.7"),
 			want: []string{"socket failed (no_address)", "x-forwarded-for unread 198.51.100.7"}},
+		{name: "spoof: a peer the PROXY listener judged untrusted stays the client after a trust change",
+			cfg: xffCfg(), t: Transport{Peer: ap("10.0.0.1:40000"), PeerUntrusted: true}, h: xff("198.51.100.7"),
+			want: []string{"socket client 10.0.0.1", "x-forwarded-for unread 198.51.100.7"}},
 		{name: "hop-count mode counts, whatever the addresses",
 			cfg: Config{TrustedHops: 2, Header: "X-Forwarded-For"}, t: Transport{Peer: ap("203.0.113.1:1")}, h: xff("6.6.6.6, 198.51.100.7, 203.0.113.2"),
 			want: []string{"socket trusted 203.0.113.1", "x-forwarded-for trusted 203.0.113.2",
@@ -234,6 +245,7 @@ func TestExplain(t *testing.T) {
 			assert.Equal(t, res, x.Result)
 			assert.Equal(t, err, x.Err)
 			assert.Equal(t, ReasonOf(err), x.Reason())
+			assert.Equal(t, tc.t.PeerUntrusted, x.PeerUntrusted)
 		})
 	}
 }

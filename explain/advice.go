@@ -222,13 +222,14 @@ func (a *Advisor) Advice() Advice {
 		return cmp.Or(cmp.Compare(y.n, x.n), x.addr.Compare(y.addr))
 	})
 
-	cur := a.cfg.Trust.Resolver().Config()
+	rv := a.cfg.Trust.Resolver()
+	cur := rv.Config()
 	adv.Current = configInfo(cur)
 	for i := range stats {
-		adv.Peers = append(adv.Peers, a.peerInfo(&stats[i], cur))
+		adv.Peers = append(adv.Peers, a.peerInfo(&stats[i], rv))
 	}
 	a.propose(&adv, stats, cur)
-	a.judge(&adv, stats, cur, deepTrust)
+	a.judge(&adv, stats, rv, deepTrust)
 	slices.SortStableFunc(adv.Findings, func(x, y Finding) int { return cmp.Compare(y.Severity, x.Severity) })
 	return adv
 }
@@ -265,9 +266,9 @@ func (a *Advisor) role(p *peerStats) string {
 	return "unclear"
 }
 
-func (a *Advisor) peerInfo(p *peerStats, cur clientip.Config) PeerInfo {
+func (a *Advisor) peerInfo(p *peerStats, rv *clientip.Resolver) PeerInfo {
 	pi := PeerInfo{
-		Address: p.addr, Role: a.role(p), Trusted: isProxy(cur, p.addr), Requests: p.n,
+		Address: p.addr, Role: a.role(p), Trusted: rv.TrustsPeer(p.addr), Requests: p.n,
 		ProxyProtocol: p.proxy, NoForwarding: p.none, Depths: slices.Clone(p.depth[:]),
 		Clients: p.clients(), Upstreams: p.ups, Leftmost: p.leftmost, Outcomes: outcomes(p.reasons[:]),
 	}
@@ -280,7 +281,7 @@ func (a *Advisor) peerInfo(p *peerStats, cur clientip.Config) PeerInfo {
 		}
 	}
 	if p.other > 0 {
-		pi.Headers = append(pi.Headers, HeaderCount{Name: displayName(cur.Header), Requests: p.other})
+		pi.Headers = append(pi.Headers, HeaderCount{Name: displayName(rv.Config().Header), Requests: p.other})
 	}
 	for c, n := range p.class[0] {
 		if n > 0 {

@@ -12,7 +12,8 @@ import (
 // header the proxies write, and the dangers of the configuration in force.
 // deepTrust counts the resolutions that stepped over a header entry and
 // found every hop trusted.
-func (a *Advisor) judge(adv *Advice, stats []peerStats, cur clientip.Config, deepTrust uint64) {
+func (a *Advisor) judge(adv *Advice, stats []peerStats, rv *clientip.Resolver, deepTrust uint64) {
+	cur := rv.Config()
 	add := func(k FindingKind, s Severity, peer netip.Addr, format string, args ...any) {
 		adv.Findings = append(adv.Findings, Finding{Kind: k, Severity: s, Peer: peer, Text: fmt.Sprintf(format, args...)})
 	}
@@ -32,7 +33,7 @@ func (a *Advisor) judge(adv *Advice, stats []peerStats, cur clientip.Config, dee
 		p := &stats[i]
 		total += p.n
 		role := a.role(p)
-		trusted := isProxy(cur, p.addr)
+		trusted := rv.TrustsPeer(p.addr)
 		switch role {
 		case "proxy":
 			proxyRequests += p.n
@@ -99,7 +100,7 @@ func (a *Advisor) judge(adv *Advice, stats []peerStats, cur clientip.Config, dee
 		var fromTrusted, carried uint64
 		for i := range stats {
 			p := &stats[i]
-			if !isProxy(cur, p.addr) {
+			if !rv.TrustsPeer(p.addr) {
 				continue
 			}
 			fromTrusted += p.n

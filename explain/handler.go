@@ -107,17 +107,11 @@ func (h *Handler) Check(r *http.Request) error {
 	}
 	if h.cfg.AllowPeers.Len() > 0 {
 		peer := res.Peer.Addr()
-		if peer.IsValid() && h.cfg.AllowPeers.Contains(peer) && !isProxy(rv.Config(), peer) {
+		if peer.IsValid() && h.cfg.AllowPeers.Contains(peer) && !rv.TrustsPeer(peer) {
 			return nil
 		}
 	}
 	return ErrNotAllowed
-}
-
-// isProxy reports whether cfg trusts peer as a proxy: it is in
-// TrustedProxies, or hop-count mode trusts every peer.
-func isProxy(cfg clientip.Config, peer netip.Addr) bool {
-	return cfg.TrustedProxies.Contains(peer) || cfg.TrustedHops > 0 && cfg.TrustedProxies.Len() == 0
 }
 
 // ServeHTTP answers an admitted GET or HEAD request with the explanation of
@@ -239,7 +233,7 @@ func (h *Handler) Report(r *http.Request) Report {
 			local = addrPort(la)
 		}
 	}
-	rep := build(cfg, x, f, local, r.Header)
+	rep := build(cfg, x, f, hasFacts, local, r.Header)
 	rep.Kind = "request"
 	rep.Request = &RequestInfo{Method: clip(r.Method), Host: clip(r.Host), Path: clip(r.URL.Path), Proto: r.Proto}
 	if h.cfg.Policy != nil {
@@ -252,27 +246,35 @@ func (h *Handler) Report(r *http.Request) Report {
 
 // ReportConn explains connection c, accepted through
 // [middleware.NewListener]: the walk over its socket peer and PROXY
-// source under the Resolver in force, with the PROXY header's TLVs. When
-// the resolution recorded at accept differs (the trust configuration
-// changed since), the report shows it too. A connection that did not come
+// source, with the PROXY header's TLVs, under the resolver the connection
+// is resolved with (for a connection from a proxyproto.Listener with the
+// same Trust, the one it was judged with when it arrived; see
+// proxyproto.ResolverFromConn). When the resolution recorded at accept
+// differs (the trust configuration changed since), the report shows it too. A connection that did not come
 // from NewListener is explained as unresolved, with [middleware.ErrNoResult].
 // id names the connection in the report ("" for none).
 func (h *Handler) ReportConn(c net.Conn, id string) Report {
-	rv := h.cfg.Trust.Resolver()
+	// The resolver the PROXY listener judged c with, as NewListener
+	// resolved it, and the transport it recorded.
+	rv := proxyproto.ResolverFromConn(c, h.cfg.Trust)
 	cfg := rv.Config()
 	recRes, recErr := middleware.ResultFromConn(c)
 	f, hasFacts := proxyproto.FactsFromConn(c)
+	t := clientip.Transport{Peer: recRes.Peer, Proxy: recRes.Proxy}
+	if hasFacts {
+		t = f.Transport()
+	}
 	var x clientip.Explanation
 	if errors.Is(recErr, middleware.ErrNoResult) {
 		x = clientip.Explanation{Result: recRes, Err: recErr}
 	} else {
-		x = rv.Explain(clientip.Transport{Peer: recRes.Peer, Proxy: recRes.Proxy}, nil)
+		x = rv.Explain(t, nil)
 	}
 	local := f.Local
 	if !hasFacts {
 		local = addrPort(c.LocalAddr())
 	}
-	rep := build(cfg, x, f, local, nil)
+	rep := build(cfg, x, f, hasFacts, local, nil)
 	rep.Kind = "connection"
 	rep.Connection = &ConnInfo{ID: clip(id), Remote: addrString(c.RemoteAddr()), Local: addrString(c.LocalAddr())}
 	switch {

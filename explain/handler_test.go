@@ -233,6 +233,9 @@ func goldenCases(t *testing.T) []struct {
 		{"all-trusted", Config{Trust: clientip.MustNew(xffConfig)}, request("10.0.0.1:40000", "10.0.0.5")},
 		{"hostile", Config{Trust: clientip.MustNew(xffConfig)}, hostile},
 		{"unreadable-remote-addr", Config{Trust: clientip.MustNew(xffConfig)}, request("not-an-address", "198.51.100.7")},
+		// The peer is trusted now; it was not when its connection arrived.
+		{"judged-untrusted", Config{Trust: clientip.MustNew(xffConfig)},
+			withFacts(request("10.0.0.1:40000", "198.51.100.7"), proxyproto.Facts{Peer: netip.MustParseAddrPort("10.0.0.1:40000"), PeerUntrusted: true})},
 	}
 }
 

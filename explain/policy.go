@@ -138,19 +138,10 @@ func peerKind(a netip.Addr, n trafficpolicy.Network, want trafficpolicy.Peer) (t
 	return trafficpolicy.PeerUnknown, false
 }
 
-// covers reports whether every prefix of sub lies inside one prefix of set.
-// (A prefix split across several of set's is reported as not covered.)
+// covers reports whether set covers every prefix of sub.
 func covers(set, sub clientip.PrefixSet) bool {
-	have := set.Prefixes()
 	for _, p := range sub.Prefixes() {
-		inside := false
-		for _, q := range have {
-			if q.Bits() <= p.Bits() && q.Contains(p.Addr()) {
-				inside = true
-				break
-			}
-		}
-		if !inside {
+		if !set.Covers(p) {
 			return false
 		}
 	}

@@ -52,9 +52,10 @@ type Report struct {
 	Config ConfigInfo `json:"config"`
 	// Socket is the socket layer.
 	Socket SocketInfo `json:"socket"`
-	// Proxy is the PROXY protocol header the connection carried, nil when
-	// it had none or none is known (an HTTP server without
-	// proxyproto.ConnContext).
+	// Proxy is the PROXY protocol header the connection carried, with
+	// Version 0 when it carried none; nil when nothing is known of it (an
+	// HTTP server without proxyproto.ConnContext, a connection from another
+	// listener).
 	Proxy *ProxyInfo `json:"proxy_protocol,omitempty"`
 	// Steps is the chain, from the socket peer outward, with the walk's
 	// verdict on each hop.
@@ -128,6 +129,11 @@ type SocketInfo struct {
 	// Unreadable is the peer address as it was given when it is not an IP
 	// address and port (a RemoteAddr rewritten by other middleware).
 	Unreadable string `json:"unreadable,omitempty"`
+	// JudgedUntrusted reports that the PROXY listener judged the peer not
+	// to be a trusted proxy when the connection arrived, so the walk takes
+	// it for the client whatever the trust says now
+	// (clientip.Transport.PeerUntrusted).
+	JudgedUntrusted bool `json:"judged_untrusted,omitempty"`
 }
 
 // ProxyInfo is a PROXY protocol header, from proxyproto.Facts.
@@ -306,9 +312,14 @@ func configInfo(cfg clientip.Config) ConfigInfo {
 	return c
 }
 
-func proxyInfo(f proxyproto.Facts) *ProxyInfo {
-	if f.Version == 0 {
+// proxyInfo describes the PROXY header of facts f; known says whether f
+// are a connection's facts at all.
+func proxyInfo(f proxyproto.Facts, known bool) *ProxyInfo {
+	switch {
+	case !known:
 		return nil
+	case f.Version == 0:
+		return &ProxyInfo{}
 	}
 	p := &ProxyInfo{Version: f.Version, Command: f.Command, Source: f.Source, Destination: f.Destination}
 	for t := range f.TLVs.All() {
@@ -350,14 +361,14 @@ func printable(s string) bool {
 
 // build lays out a report of the explanation x, made under cfg, of a
 // request or connection whose headers are h (nil for a connection) and
-// whose PROXY facts are f (the zero Facts when none are known).
-func build(cfg clientip.Config, x clientip.Explanation, f proxyproto.Facts, local netip.AddrPort, h http.Header) Report {
+// whose PROXY facts are f, when known.
+func build(cfg clientip.Config, x clientip.Explanation, f proxyproto.Facts, known bool, local netip.AddrPort, h http.Header) Report {
 	rep := Report{
 		Schema:      Schema,
 		Summary:     summary(x.Result, x.Err),
 		Config:      configInfo(cfg),
-		Socket:      SocketInfo{Peer: x.Result.Peer, Local: local},
-		Proxy:       proxyInfo(f),
+		Socket:      SocketInfo{Peer: x.Result.Peer, Local: local, JudgedUntrusted: x.PeerUntrusted},
+		Proxy:       proxyInfo(f, known),
 		Result:      resultInfo(x.Result),
 		Error:       errorInfo(x.Err),
 		Masqueraded: x.Result.Masqueraded,
@@ -394,15 +405,18 @@ func steps(cfg clientip.Config, x clientip.Explanation) ([]Step, int) {
 		if by != nil {
 			st.DeliveredBy = &Deliverer{Hop: by.Hop, Address: by.Addr, Trusted: by.Verdict == clientip.VerdictTrusted}
 		}
-		st.Note = stepNote(cfg, s, by)
+		st.Note = stepNote(cfg, s, by, x.PeerUntrusted)
 		out = append(out, st)
 	}
 	return out, x.Omitted
 }
 
 // stepNote says, for people, what the walk made of a hop.
-func stepNote(cfg clientip.Config, s clientip.Step, by *clientip.Step) string {
+func stepNote(cfg clientip.Config, s clientip.Step, by *clientip.Step, judgedUntrusted bool) string {
 	hopCount := cfg.TrustedHops > 0
+	if judgedUntrusted && s.Layer == clientip.SourceSocket && s.Verdict != clientip.VerdictTrusted {
+		return "judged untrusted by the PROXY listener when the connection arrived: the client, whatever the trust says now; nothing it sent is read"
+	}
 	switch s.Verdict {
 	case clientip.VerdictTrusted:
 		switch {
@@ -489,7 +503,9 @@ func notes(cfg clientip.Config, x clientip.Explanation, f proxyproto.Facts, h ht
 			others = append(others, displayName(n))
 		}
 	}
-	if len(x.Steps) > 0 && len(present) > 0 && x.Steps[0].Verdict == clientip.VerdictClient && res.Source == clientip.SourceSocket {
+	if x.PeerUntrusted {
+		out = append(out, "The PROXY listener judged the socket peer untrusted when the connection arrived (the trust then did not trust it, or its PROXY header was discarded), so the connection keeps it as the client whatever the trust says now.")
+	} else if len(x.Steps) > 0 && len(present) > 0 && x.Steps[0].Verdict == clientip.VerdictClient && res.Source == clientip.SourceSocket {
 		out = append(out, fmt.Sprintf("The socket peer %s is not a trusted proxy, so no forwarding header it sent is read. If it is your proxy or load balancer, add its address to TrustedProxies.", res.Peer.Addr()))
 	}
 	if peerTrusted && len(others) > 0 {
@@ -527,7 +543,7 @@ func quote(s string) string {
 // request or connection, for tools that take the layers from elsewhere
 // (cmd/sourceip takes them from its flags).
 func ReportFor(r *clientip.Resolver, t clientip.Transport, h http.Header) Report {
-	rep := build(r.Config(), r.Explain(t, h), proxyproto.Facts{}, netip.AddrPort{}, h)
+	rep := build(r.Config(), r.Explain(t, h), proxyproto.Facts{}, false, netip.AddrPort{}, h)
 	rep.Kind = "chain"
 	return rep
 }

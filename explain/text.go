@@ -58,6 +58,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Socket.Unreadable != "" {
 		p.f(" (unreadable address %s)", quote(r.Socket.Unreadable))
 	}
+	if r.Socket.JudgedUntrusted {
+		p.f(" (judged untrusted when the connection arrived)")
+	}
 	if r.Socket.Local.IsValid() {
 		p.f(", local %s", r.Socket.Local)
 	}
@@ -197,8 +200,12 @@ func peerText(p netip.AddrPort) string {
 }
 
 func (p *ProxyInfo) writeText(pr *printer) {
-	if p == nil {
-		pr.f("proxy:   no PROXY header known\n")
+	switch {
+	case p == nil:
+		pr.f("proxy:   nothing known of a PROXY header\n")
+		return
+	case p.Version == 0:
+		pr.f("proxy:   none: the connection carried no PROXY header\n")
 		return
 	}
 	pr.f("proxy:   v%d %s", p.Version, p.Command)
