@@ -164,9 +164,10 @@ func (a *Advisor) ObserveAt(now time.Time, t clientip.Transport, h http.Header) 
 
 // ObserveRequest records one HTTP request, if it is sampled, with the
 // transport [clientip.Resolver.ResolveRequest] reads.
-func (a *Advisor) ObserveRequest(r *http.Request) { a.observeRequestAt(time.Now(), r) }
+func (a *Advisor) ObserveRequest(r *http.Request) { a.ObserveRequestAt(time.Now(), r) }
 
-func (a *Advisor) observeRequestAt(now time.Time, r *http.Request) {
+// ObserveRequestAt is ObserveRequest at time now.
+func (a *Advisor) ObserveRequestAt(now time.Time, r *http.Request) {
 	if !a.sample() {
 		a.count(now)
 		return
@@ -178,12 +179,14 @@ func (a *Advisor) observeRequestAt(now time.Time, r *http.Request) {
 // ObserveConn records one connection accepted through
 // [middleware.NewListener], if it is sampled, with the resolution recorded
 // at accept. A connection that did not come from NewListener is ignored.
-func (a *Advisor) ObserveConn(c net.Conn) {
+func (a *Advisor) ObserveConn(c net.Conn) { a.ObserveConnAt(time.Now(), c) }
+
+// ObserveConnAt is ObserveConn at time now.
+func (a *Advisor) ObserveConnAt(now time.Time, c net.Conn) {
 	res, err := middleware.ResultFromConn(c)
 	if err != nil && clientip.ReasonOf(err) == clientip.ReasonNone {
 		return
 	}
-	now := time.Now()
 	if !a.sample() {
 		a.count(now)
 		return

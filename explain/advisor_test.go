@@ -1,10 +1,11 @@
 package explain
 
 import (
-	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/clientip/ranges"
+	"github.com/sourceip/sourceip/middleware"
 )
 
 // visit is one simulated request: its transport and headers, and the
@@ -438,14 +440,36 @@ func TestAdviceText(t *testing.T) {
 		a.ObserveAt(t0.Add(time.Duration(i)*time.Millisecond), v.t, v.h)
 	}
 	adv := a.Advice()
-	var b fmtBuffer
+	var b strings.Builder
 	require.NoError(t, adv.WriteText(&b))
 	golden(t, "advice-nginx.txt", []byte(b.String()))
 }
 
-type fmtBuffer struct{ s []byte }
+// ObserveConn records a connection accepted through middleware.NewListener
+// and ignores any other.
+func TestAdvisorObserveConn(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer inner.Close()
+	trust := clientip.MustNew(clientip.Config{})
+	ln := middleware.NewListener(inner, trust)
+	dial, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer dial.Close()
+	c, err := ln.Accept()
+	require.NoError(t, err)
+	defer c.Close()
 
-func (b *fmtBuffer) Write(p []byte) (int, error) { b.s = append(b.s, p...); return len(p), nil }
-func (b *fmtBuffer) String() string              { return string(b.s) }
-
-var _ = fmt.Sprint
+	a, err := NewAdvisor(AdvisorConfig{Trust: trust})
+	require.NoError(t, err)
+	a.ObserveConnAt(t0, c)
+	other, peer := net.Pipe()
+	defer other.Close()
+	defer peer.Close()
+	a.ObserveConnAt(t0, other)
+	adv := a.Advice()
+	assert.Equal(t, uint64(1), adv.Sampled)
+	require.Len(t, adv.Peers, 1)
+	assert.Equal(t, netip.MustParseAddr("127.0.0.1"), adv.Peers[0].Address)
+	assert.Equal(t, "direct", adv.Peers[0].Role)
+}
