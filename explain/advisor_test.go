@@ -15,7 +15,6 @@ import (
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/clientip/ranges"
-	"github.com/sourceip/sourceip/middleware"
 )
 
 // visit is one simulated request: its transport and headers, and the
@@ -448,18 +447,8 @@ func TestAdviceText(t *testing.T) {
 // ObserveConn records a connection accepted through middleware.NewListener
 // and ignores any other.
 func TestAdvisorObserveConn(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer inner.Close()
 	trust := clientip.MustNew(clientip.Config{})
-	ln := middleware.NewListener(inner, trust)
-	dial, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	defer dial.Close()
-	c, err := ln.Accept()
-	require.NoError(t, err)
-	defer c.Close()
-
+	c := acceptedConn(t, trust)
 	a, err := NewAdvisor(AdvisorConfig{Trust: trust})
 	require.NoError(t, err)
 	a.ObserveConnAt(t0, c)

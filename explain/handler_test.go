@@ -295,22 +295,29 @@ type swapTrust struct {
 
 func (s *swapTrust) Resolver() *clientip.Resolver { return s.r.Load() }
 
-func TestReportConn(t *testing.T) {
+// acceptedConn returns a loopback connection accepted through
+// middleware.NewListener resolving with trust; both ends close when t ends.
+func acceptedConn(t *testing.T, trust clientip.Trust) net.Conn {
+	t.Helper()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer inner.Close()
-	trust := &swapTrust{}
-	trust.r.Store(clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.0/8")}))
-	ln := middleware.NewListener(inner, trust.Resolver())
-	h, err := New(Config{Trust: trust, AllowPeers: admins})
-	require.NoError(t, err)
-
+	t.Cleanup(func() { inner.Close() })
+	ln := middleware.NewListener(inner, trust)
 	dial, err := net.Dial("tcp", ln.Addr().String())
 	require.NoError(t, err)
-	defer dial.Close()
+	t.Cleanup(func() { dial.Close() })
 	c, err := ln.Accept()
 	require.NoError(t, err)
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestReportConn(t *testing.T) {
+	trust := &swapTrust{}
+	trust.r.Store(clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.0/8")}))
+	c := acceptedConn(t, trust.Resolver())
+	h, err := New(Config{Trust: trust, AllowPeers: admins})
+	require.NoError(t, err)
 
 	rep := h.ReportConn(c, "device-17")
 	assert.Equal(t, "connection", rep.Kind)
