@@ -143,6 +143,16 @@
 // trusted peer is ErrTooManyHops whether it is empty, garbage or an address,
 // while a list or a second X-Real-IP line is ErrMultipleValues.
 //
+// # Explaining a resolution
+//
+// [Resolver.Explain] and [Resolver.ExplainRequest] answer like Resolve and
+// ResolveRequest and tell how, as an [Explanation]: each hop with its
+// address and the walk's [Verdict] on it (trusted, client, masqueraded,
+// failed, unread), and the entries beyond where the walk stopped, which
+// whoever sent the request may have forged. They run the same walk, with a
+// trace on, so the explanation cannot drift from the answer; they allocate
+// and are meant for diagnosis (the explain package serves them over HTTP).
+//
 // # Bounds on RFC 7239
 //
 // RFC 7239 sets no limit on the parameters of a Forwarded element. The walk

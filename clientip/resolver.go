@@ -113,6 +113,15 @@ type Resolver struct {
 	source    Source
 	maxHops   int
 	maxBytes  int
+
+	// quads is trusted-range mode with IPv4 prefixes to trust: walkXFF then
+	// tests trust on a dotted quad's integer. Explain's copy turns it off,
+	// for its trace needs every entry.
+	quads bool
+
+	// trace, when not nil, records each header entry the walk reads. Only
+	// Explain sets it, on a copy of the Resolver of its own.
+	trace *trace
 }
 
 // New returns a Resolver for cfg, or an error wrapping [ErrInvalidConfig] that
@@ -165,6 +174,7 @@ func New(cfg Config) (*Resolver, error) {
 			return nil, fmt.Errorf("%w: Header %q is set but no proxy is trusted to deliver it (set TrustedProxies, TrustedHops or TrustUnixSocket)", ErrInvalidConfig, r.header)
 		}
 	}
+	r.quads = r.hops == 0 && r.trusted.v4 != nil
 	r.cfg = cfg
 	r.cfg.Header, r.cfg.MaxHops, r.cfg.MaxHeaderBytes = r.header, r.maxHops, r.maxBytes
 	return r, nil
@@ -368,6 +378,9 @@ func (r *Resolver) walkSingle(res *Result, lines []string, pos int) (Reason, str
 	a, f := parseListAddr(e)
 	if f != ReasonNone {
 		return r.fail(res, pos, f, e)
+	}
+	if r.trace != nil {
+		r.trace.read(pos, e, a)
 	}
 	if r.client(a, pos) {
 		return r.found(res, a, r.source, pos, cur), ""

@@ -37,6 +37,7 @@ var errUsage = errors.New("usage")
 // options is the command line.
 type options struct {
 	mqttAddr, httpAddr, adminAddr string
+	explainAllow                  clientip.PrefixSet
 
 	proxyTrusted       clientip.PrefixSet
 	proxyTrustedFile   string
@@ -85,6 +86,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.mqttAddr, "mqtt-addr", ":8883", "MQTT over TLS listener")
 	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "HTTP ingest listener (POST /v1/telemetry); empty disables")
 	fs.StringVar(&o.adminAddr, "admin-addr", ":9090", "admin listener: /livez, /readyz, /metrics; empty disables")
+	fs.Var(&o.explainAllow, "explain-allow", "operator `prefixes` that may fetch /debug/clientip/conn?conn=N or ?client=ID on the admin listener, the explanation of one MQTT connection (it shows the trust configuration); repeatable; none by default")
 
 	fs.Var(prefixFlag{&o.proxyTrusted}, "proxy-trusted", "load balancers that must send a PROXY header on the MQTT port (addresses, CIDRs or loopback|private|linklocal|cgnat; repeatable); a header from anyone else is refused; unset: no PROXY protocol")
 	fs.StringVar(&o.proxyTrustedFile, "proxy-trusted-file", "", "file listing more load balancers for the MQTT port, beside -proxy-trusted (one address or CIDR per line, # comments); re-read on SIGHUP, each change logged as a diff; empty: none")

@@ -165,7 +165,7 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		header = "" // nobody is trusted to write it
 	}
 	return gateway.Config{
-		MQTTAddr: o.mqttAddr, HTTPAddr: o.httpAddr, AdminAddr: o.adminAddr,
+		MQTTAddr: o.mqttAddr, HTTPAddr: o.httpAddr, AdminAddr: o.adminAddr, ExplainAllow: o.explainAllow,
 		ProxyTrusted: o.proxyTrusted, ProxyHeaderless: o.proxyHeaderless, ProxyHeaderTimeout: o.proxyHeaderTimeout,
 		HTTPTrusted: o.httpTrusted, HTTPHeader: header, Masquerade: o.masquerade, Allow: o.allow,
 		TLS: tlsCfg, HandshakeTimeout: o.handshakeTimeout, ConnectTimeout: o.connectTimeout,

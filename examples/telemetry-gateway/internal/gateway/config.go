@@ -28,6 +28,11 @@ type Config struct {
 	HTTPAddr string
 	// AdminAddr serves /livez, /readyz and /metrics; "" disables it.
 	AdminAddr string
+	// ExplainAllow admits operators who connect to the admin server
+	// directly from these addresses to /debug/clientip/conn, the
+	// explanation of one open MQTT connection (see the explain package). It
+	// reveals the trust configuration; the zero value serves it to no one.
+	ExplainAllow clientip.PrefixSet
 
 	// ProxyTrusted are the load balancers that must send a PROXY header;
 	// a header from anyone else is refused. Empty: no header is accepted and

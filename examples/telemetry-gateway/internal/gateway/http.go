@@ -296,6 +296,9 @@ func (g *Gateway) startAdmin() error {
 	if g.cfg.Metrics != nil {
 		mux.Handle("GET /metrics", g.cfg.Metrics)
 	}
+	if err := g.mountExplain(mux); err != nil {
+		return fmt.Errorf("gateway: explain: %w", err)
+	}
 	var err error
 	if g.adminLn, err = net.Listen("tcp", g.cfg.AdminAddr); err != nil {
 		return fmt.Errorf("gateway: admin listener: %w", err)
