@@ -1,0 +1,21 @@
+module github.com/sourceip/sourceip/grpcsourceip
+
+go 1.26.0
+
+replace github.com/sourceip/sourceip => ..
+
+require (
+	github.com/sourceip/sourceip v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.12.1
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/pires/go-proxyproto v0.15.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+)
