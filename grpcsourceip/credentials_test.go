@@ -21,11 +21,11 @@ import (
 )
 
 // proxyListen returns a PROXY protocol listener on loopback that trusts
-// proxyAddr to send headers (and requires them from it).
-func proxyListen(t testing.TB) *proxyproto.Listener {
+// upstream to send headers (and requires them from it).
+func proxyListen(t testing.TB, upstream string) *proxyproto.Listener {
 	t.Helper()
 	pl, err := proxyproto.NewListener(listen(t), proxyproto.Config{
-		TrustedUpstreams:  clientip.MustParsePrefixSet(proxyAddr + "/32"),
+		TrustedUpstreams:  clientip.MustParsePrefixSet(upstream + "/32"),
 		ReadHeaderTimeout: 5 * time.Second,
 	})
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestCredentials(t *testing.T) {
 	source := netip.MustParseAddrPort("203.0.113.7:5555")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pl := proxyListen(t)
+			pl := proxyListen(t, proxyAddr)
 			serve(t, pl, in, grpc.Creds(Credentials(tt.server)))
 			for _, c := range calls {
 				// The client's forged metadata is never read: the PROXY
@@ -85,7 +85,7 @@ func TestCredentials(t *testing.T) {
 	// A peer outside the trusted upstreams connects without a header and is
 	// served as itself.
 	t.Run("direct client", func(t *testing.T) {
-		pl := proxyListen(t)
+		pl := proxyListen(t, proxyAddr)
 		serve(t, pl, in, grpc.Creds(Credentials(insecure.NewCredentials())))
 		got, err := callUnary(t, dial(t, pl.Addr().String(), clientAddr, nil), "x-forwarded-for", "6.6.6.6")
 		require.NoError(t, err)
@@ -103,13 +103,13 @@ func TestCredentialsHopCount(t *testing.T) {
 	require.NoError(t, err)
 	source := netip.MustParseAddrPort("203.0.113.7:5555")
 
-	with := proxyListen(t)
+	with := proxyListen(t, proxyAddr)
 	serve(t, with, in, grpc.Creds(Credentials(insecure.NewCredentials())))
 	got, err := callUnary(t, dialPROXY(t, with.Addr().String(), source, insecure.NewCredentials()), "x-forwarded-for", "6.6.6.6")
 	require.NoError(t, err)
 	assert.Contains(t, got, "client=203.0.113.7 source=proxy-protocol hop=1 via=127.0.0.2")
 
-	without := proxyListen(t)
+	without := proxyListen(t, proxyAddr)
 	serve(t, without, in)
 	got, err = callUnary(t, dialPROXY(t, without.Addr().String(), source, insecure.NewCredentials()), "x-forwarded-for", "6.6.6.6")
 	require.NoError(t, err)

@@ -41,7 +41,7 @@ func TestServeHTTPProxyFacts(t *testing.T) {
 		Header:         "X-Forwarded-For",
 	})})
 	require.NoError(t, err)
-	pl := proxyListen(t)
+	pl := proxyListen(t, proxyAddr)
 	serveHTTP(t, pl, in, proxyproto.ConnContext)
 	c := dialPROXY(t, pl.Addr().String(), netip.MustParseAddrPort("203.0.113.7:5555"), insecure.NewCredentials())
 	for _, call := range calls {
