@@ -33,8 +33,9 @@ const (
 
 // startTrusting serves the test service with an Interceptor over a
 // resolver that trusts proxyAddr to write header, flags nodeAddr as
-// masquerading, and has cfg's other fields; it returns the server's address.
-func startTrusting(t *testing.T, header string, cfg Config) string {
+// masquerading, and has cfg's other fields, with the server options opts;
+// it returns the server's address.
+func startTrusting(t *testing.T, header string, cfg Config, opts ...grpc.ServerOption) string {
 	t.Helper()
 	cfg.Trust = clientip.MustNew(clientip.Config{
 		TrustedProxies: clientip.MustParsePrefixSet(proxyAddr + "/32"),
@@ -44,7 +45,7 @@ func startTrusting(t *testing.T, header string, cfg Config) string {
 	in, err := New(cfg)
 	require.NoError(t, err)
 	lis := listen(t)
-	serve(t, lis, in)
+	serve(t, lis, in, opts...)
 	return lis.Addr().String()
 }
 
