@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -374,4 +375,42 @@ func TestNew(t *testing.T) {
 	}
 	_, err = New(Config{Trust: r, RateLimit: RateLimit{Store: lim}})
 	assert.NoError(t, err)
+}
+
+// swappable is a Trust whose resolver can be replaced while calls are
+// served, as a live trust store's is.
+type swappable struct {
+	r atomic.Pointer[clientip.Resolver]
+}
+
+func (s *swappable) Resolver() *clientip.Resolver { return s.r.Load() }
+
+// TestTrustSwap: each call reads the metadata key of the resolver the Trust
+// returns for that call, never a key remembered from an earlier resolver.
+func TestTrustSwap(t *testing.T) {
+	trusted := clientip.MustParsePrefixSet(proxyAddr + "/32")
+	xff := clientip.MustNew(clientip.Config{TrustedProxies: trusted, Header: "X-Forwarded-For"})
+	realIP := clientip.MustNew(clientip.Config{TrustedProxies: trusted, Header: "X-Real-IP"})
+	var trust swappable
+	trust.r.Store(xff)
+	in, err := New(Config{Trust: &trust})
+	require.NoError(t, err)
+	lis := listen(t)
+	serve(t, lis, in)
+	c := dial(t, lis.Addr().String(), proxyAddr, nil)
+	md := []string{"x-forwarded-for", "203.0.113.7", "x-real-ip", "198.51.100.7"}
+
+	for _, step := range []struct {
+		r    *clientip.Resolver
+		want string
+	}{
+		{xff, "client=203.0.113.7 source=x-forwarded-for"},
+		{realIP, "client=198.51.100.7 source=header"},
+		{xff, "client=203.0.113.7 source=x-forwarded-for"},
+	} {
+		trust.r.Store(step.r)
+		got, err := callUnary(t, c, md...)
+		require.NoError(t, err)
+		assert.Contains(t, got, step.want)
+	}
 }
