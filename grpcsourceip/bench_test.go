@@ -81,7 +81,7 @@ func readClient(ctx context.Context, _ any) (any, error) {
 func BenchmarkUnary(b *testing.B) {
 	plain, err := New(Config{Trust: benchResolver})
 	require.NoError(b, err)
-	lim, err := ratelimit.New(ratelimit.Config{Limit: ratelimit.Limit{Rate: ratelimit.Inf, Burst: 1}})
+	lim, err := ratelimit.New(ratelimit.Config{Limit: ratelimit.Limit{Rate: 1e9, Burst: 1 << 20}}) // never refuses, but keeps buckets
 	require.NoError(b, err)
 	limited, err := New(Config{Trust: benchResolver, RateLimit: RateLimit{Store: lim}})
 	require.NoError(b, err)
@@ -118,9 +118,14 @@ func BenchmarkUnary(b *testing.B) {
 // TestAllocs pins the allocations the interceptor promises: one for the
 // context that carries the Result, and one more when the call carries the
 // forwarding header (gRPC's copy of its values), whether or not it is
-// read; Resolve alone makes only the second.
+// read; Resolve alone makes only the second; a Limiter holding the client's
+// bucket adds none.
 func TestAllocs(t *testing.T) {
 	in, err := New(Config{Trust: benchResolver})
+	require.NoError(t, err)
+	lim, err := ratelimit.New(ratelimit.Config{Limit: ratelimit.Limit{Rate: 1e9, Burst: 1 << 20}})
+	require.NoError(t, err)
+	limited, err := New(Config{Trust: benchResolver, RateLimit: RateLimit{Store: lim}})
 	require.NoError(t, err)
 	for _, s := range benchScenarios {
 		ctx := s.callContext(t)
@@ -130,5 +135,8 @@ func TestAllocs(t *testing.T) {
 		}
 		assert.Equal(t, header, testing.AllocsPerRun(100, func() { in.Resolve(ctx) }), "%s: Resolve", s.name)
 		assert.Equal(t, 1+header, testing.AllocsPerRun(100, func() { in.Unary(ctx, nil, benchInfo, readClient) }), "%s: Unary", s.name)
+		_, err := limited.Unary(ctx, nil, benchInfo, readClient) // the bucket is made
+		require.NoError(t, err)
+		assert.Equal(t, 1+header, testing.AllocsPerRun(100, func() { limited.Unary(ctx, nil, benchInfo, readClient) }), "%s: Unary with a limit", s.name)
 	}
 }

@@ -134,8 +134,10 @@ func (in *Interceptor) Resolve(ctx context.Context) (clientip.Result, error) {
 // Unary is a grpc.UnaryServerInterceptor: it resolves, judges and limits
 // the RPC, and calls handler with a context carrying the Result, or
 // returns the refusal's status without calling it. It allocates once for
-// the context (and once more when the forwarding header is present; see
-// Resolve).
+// the context that carries the Result, and once more when the call carries
+// the forwarding header's key (see Resolve); a rate limit in a
+// *ratelimit.Limiter adds none for a client whose bucket it holds. An
+// Observer's and a Policy's own allocations come on top.
 func (in *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	ctx, err := in.admit(ctx, info.FullMethod, nil)
 	if err != nil {

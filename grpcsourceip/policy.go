@@ -9,8 +9,10 @@ import "github.com/sourceip/sourceip/clientip"
 //
 // The error decides the status code, tested with [errors.Is] against the
 // middleware package's verdicts: middleware.ErrUnresolved (a chain that
-// cannot be read) is codes.InvalidArgument; middleware.ErrNotAllowed,
-// middleware.ErrMasqueraded and any other error are codes.PermissionDenied.
+// cannot be read), or one of clientip's resolution errors returned as it
+// is, is codes.InvalidArgument; middleware.ErrNotAllowed,
+// middleware.ErrMasqueraded (or clientip.ErrMasqueraded) and any other
+// error are codes.PermissionDenied.
 // The status message names the verdict, never the error's text, which may
 // hold what a client wrote.
 //
