@@ -26,6 +26,10 @@
 //     client with token buckets in bounded memory, as net/http middleware
 //     with the IETF RateLimit fields, and through a Store shared by the
 //     replicas of a service (Redis/Valkey: the ratelimit/redisstore module).
+//   - The grpcsourceip module (github.com/sourceip/sourceip/grpcsourceip, a
+//     module of its own so that gRPC stays out of this one) resolves each
+//     gRPC call from the peer, the PROXY layer and the forwarding metadata,
+//     with the same policies, rate limits and OpenTelemetry attributes.
 //   - [github.com/sourceip/sourceip/trafficpolicy] models Kubernetes Service
 //     traffic policies: what a backend sees under externalTrafficPolicy Local
 //     and Cluster, a health server compatible with kube-proxy's
