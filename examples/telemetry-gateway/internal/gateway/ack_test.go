@@ -1,0 +1,98 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/mqttload"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// reverseStore answers records in groups of n, newest first: the opposite of
+// the order a device sent them in. It stores nothing.
+type reverseStore struct {
+	n  int
+	mu sync.Mutex
+	q  []func(sink.Result, error)
+}
+
+func (r *reverseStore) Submit(_ context.Context, _ *sink.Record, done func(sink.Result, error)) error {
+	if done == nil {
+		return nil
+	}
+	r.mu.Lock()
+	r.q = append(r.q, done)
+	var batch []func(sink.Result, error)
+	if len(r.q) == r.n {
+		batch, r.q = r.q, nil
+	}
+	r.mu.Unlock()
+	go func() { // answered off the caller's goroutine, as a real store does
+		for _, d := range slices.Backward(batch) {
+			d(sink.Result{}, nil)
+		}
+	}()
+	return nil
+}
+func (r *reverseStore) Healthy() error    { return nil }
+func (r *reverseStore) Stats() sink.Stats { return sink.Stats{} }
+func (r *reverseStore) Close() error      { return nil }
+
+// TestAcksInPublishOrder pins MQTT 3.1.1 §4.6 and MQTT 5 §4.6: PUBACKs go
+// out in the order of the PUBLISH packets, although the gateway writes them
+// itself once readings are durable and the store answers in any order. A
+// refused reading keeps its place (MQTT 5: a negative PUBACK there; 3.1.1:
+// none), and a retransmission of an id still waiting gets no second PUBACK.
+func TestAcksInPublishOrder(t *testing.T) {
+	for _, version := range []byte{4, 5} {
+		t.Run(fmt.Sprintf("mqtt%d", version), func(t *testing.T) {
+			e := start(t, func(c *Config) { c.Store = &reverseStore{n: 8} })
+			id := fmt.Sprintf("order%d", version)
+			tc, err := device.Dial(t.Context(), e.device(id, version, 2, "127.0.0.41:4000"))
+			require.NoError(t, err)
+			c, err := mqttload.Handshake(tc, id, version, 30)
+			require.NoError(t, err)
+			defer c.Close()
+
+			var buf []byte
+			var want []uint16
+			for i := range 34 {
+				pid := uint16(i + 1)
+				payload := device.Reading(id, uint64(i), 20)
+				switch i {
+				case 5:
+					payload = []byte(`{"device":"someone-else","seq":5}`)
+				case 9: // the same packet id again while it waits
+					pid = 9
+				}
+				buf = c.AppendPublish(buf, "telemetry/"+id, pid, 1, payload)
+				if i != 9 && (i != 5 || version == 5) {
+					want = append(want, pid)
+				}
+			}
+			// 34 sent, one refused and one retransmitted: 32 answered by
+			// the store, in four groups of 8.
+			require.NoError(t, c.Write(buf))
+			var got []uint16
+			codes := map[uint16]byte{}
+			require.NoError(t, tc.SetReadDeadline(time.Now().Add(5*time.Second)))
+			for range want {
+				pid, code, err := c.ReadAck()
+				require.NoError(t, err, "after %v", got)
+				got = append(got, pid)
+				codes[pid] = code
+			}
+			assert.Equal(t, want, got, "PUBACKs in PUBLISH order")
+			if version == 5 {
+				assert.EqualValues(t, 0x87, codes[6], "the refused reading's negative PUBACK, in its place")
+			}
+		})
+	}
+}
