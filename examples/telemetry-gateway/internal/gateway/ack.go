@@ -17,8 +17,9 @@ import (
 // has in flight. The hook instead submits the reading, appends an entry here
 // and returns packets.ErrRejectPacket, after which mochi sends nothing and
 // reads the next packet; the sink's answer marks the entry, and the oldest
-// entries that are answered are written, in order, with Client.WritePacket
-// (which serialises writers with the client's lock, as mochi's own writes).
+// entries that are answered are written, in order, in one write to the
+// connection under the client's lock (which serialises writers as mochi's
+// own Client.WritePacket does; mochi's byte and packet counters miss them).
 // The sink answers on its committing goroutine, which must not wait for a
 // slow client, so the writes run on a goroutine started when the oldest entry
 // becomes writable and ending when none is: an idle connection has none.
@@ -114,6 +115,7 @@ func (a *ackQueue) drop() {
 // until the head is one still waiting.
 func (a *ackQueue) flush() {
 	var out []*pendingAck
+	var buf []byte
 	for {
 		a.mu.Lock()
 		n := 0
@@ -135,16 +137,56 @@ func (a *ackQueue) flush() {
 		if dead {
 			continue
 		}
-		for _, p := range out {
-			if !p.send {
+		var err error
+		if buf, err = a.write(buf[:0], out); err != nil {
+			a.drop() // the connection is gone; the device sends them again
+		}
+	}
+}
+
+// write writes the PUBACKs of out. Successful ones, four bytes each, go out
+// together in one write (one TLS record instead of one per reading),
+// under the client's lock as mochi's own writes; one with a failure reason
+// code goes through Client.WritePacket, which encodes its reason string as
+// the client allows.
+func (a *ackQueue) write(buf []byte, out []*pendingAck) ([]byte, error) {
+	for i, p := range out {
+		if !p.send {
+			continue
+		}
+		if p.code.Code < packets.ErrUnspecifiedError.Code {
+			// MQTT 5 §3.4.2.1: a success without properties may omit the
+			// reason code, which makes it the MQTT 3.1.1 packet.
+			buf = append(buf, packets.Puback<<4, 2, byte(p.id>>8), byte(p.id))
+			if i < len(out)-1 {
 				continue
 			}
+		}
+		if err := a.writeRaw(buf); err != nil {
+			return buf, err
+		}
+		buf = buf[:0]
+		if p.code.Code >= packets.ErrUnspecifiedError.Code {
 			if err := a.cl.WritePacket(ackPacket(p)); err != nil {
-				a.drop() // the connection is gone; the device sends them again
-				break
+				return buf, err
 			}
 		}
 	}
+	return buf, a.writeRaw(buf)
+}
+
+// writeRaw writes encoded packets to the client's connection.
+func (a *ackQueue) writeRaw(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if a.cl.Closed() {
+		return mqtt.ErrConnectionClosed
+	}
+	a.cl.Lock()
+	defer a.cl.Unlock()
+	_, err := a.cl.Net.Conn.Write(b)
+	return err
 }
 
 // waitIdle returns once every entry has been answered and written (or

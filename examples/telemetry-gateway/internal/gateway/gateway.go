@@ -240,9 +240,17 @@ func (g *Gateway) startMQTT() error {
 	caps.MaximumSessionExpiryInterval = 3600
 	caps.RetainAvailable = 0 // ingest only: nobody may subscribe
 	caps.ReceiveMaximum = g.cfg.ReceiveMaximum
+	// What an idle device costs (README, "Memory per device"): mochi gives
+	// every client a queue of MaximumClientWritesPending outgoing messages
+	// (8192 pointers, 64 KiB, by default), which only subscribers use, and
+	// remembers up to TopicAliasMaximum inbound topic aliases of MQTT 5
+	// clients (65,535 topics by default, unbounded in bytes).
+	caps.MaximumClientWritesPending = clientWritesPending
+	caps.TopicAliasMaximum = topicAliasMaximum
 	g.srv = mqtt.New(&mqtt.Options{
-		Capabilities: caps,
-		Logger:       slog.New(&mochiLogFilter{next: g.log.With("component", "mochi").Handler(), min: g.cfg.MochiLogLevel}),
+		Capabilities:            caps,
+		ClientNetReadBufferSize: clientReadBuffer,
+		Logger:                  slog.New(&mochiLogFilter{next: g.log.With("component", "mochi").Handler(), min: g.cfg.MochiLogLevel}),
 	})
 	g.srvClose = sync.OnceFunc(func() { _ = g.srv.Close() }) // Close panics when called twice
 	g.hook = &hook{g: g}
@@ -256,6 +264,15 @@ func (g *Gateway) startMQTT() error {
 	}
 	return g.srv.Serve()
 }
+
+// Per-client sizes of the embedded broker; see startMQTT.
+const (
+	clientWritesPending = 16
+	topicAliasMaximum   = 16
+	// clientReadBuffer is mochi's bufio.Reader over the TLS connection,
+	// which holds a whole record already: a reading is a few hundred bytes.
+	clientReadBuffer = 1024
+)
 
 // MQTTAddr returns the MQTT listener's address.
 func (g *Gateway) MQTTAddr() string {
