@@ -316,39 +316,32 @@ backend gateways
 	}
 	require.Len(t, events, 3, "every chaos step ran")
 
-	// Read the whole stream back.
-	cons, err := stream.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{})
-	require.NoError(t, err)
-	seen := map[string]int{}
-	var bad []string
-	for {
-		batch, err := cons.Fetch(500, natsjs.FetchMaxWait(2*time.Second))
-		require.NoError(t, err)
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			var rec sink.Record
-			if err := json.Unmarshal(m.Data(), &rec); err != nil {
-				bad = append(bad, string(m.Data()))
-				continue
-			}
-			msgID := m.Headers().Get(natsjs.MsgIDHeader)
-			seen[msgID]++
+	// Read the whole stream back (the cluster may still be electing the
+	// stream's leader: retry a read that fails).
+	var (
+		seen map[string]int
+		bad  []string
+	)
+	for attempt := 1; ; attempt++ {
+		seen, bad, err = readStream(ctx, stream, func(rec sink.Record, msgID string) bool {
 			d := 0
 			fmt.Sscanf(rec.Device, "dev%02d", &d)
 			from := fmt.Sprintf("127.0.2.%d", d+1)
 			p := rec.Provenance
-			if msgID != jetstream.MsgID(rec.Device, rec.Seq, "") || p.Client != from || p.Source != "proxy-protocol" ||
-				p.Via != "127.0.0.200" || !strings.HasPrefix(p.Peer, "127.0.0.200:") || !strings.HasPrefix(p.ProxySource, from+":") ||
-				p.ProxyDestination != front || p.ClientID != rec.Device || p.TLSServerName != "gateway.test" {
-				bad = append(bad, string(m.Data()))
-			}
-		}
-		require.NoError(t, batch.Error())
-		if n == 0 {
+			return msgID == jetstream.MsgID(rec.Device, rec.Seq, "") && p.Client == from && p.Source == "proxy-protocol" &&
+				p.Via == "127.0.0.200" && strings.HasPrefix(p.Peer, "127.0.0.200:") && strings.HasPrefix(p.ProxySource, from+":") &&
+				p.ProxyDestination == front && p.ClientID == rec.Device && p.TLSServerName == "gateway.test"
+		})
+		if err == nil || attempt == 10 {
 			break
 		}
+		t.Logf("reading the stream: %v; again", err)
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+		}
 	}
+	require.NoError(t, err, "reading the stream")
 	info, err := stream.Info(ctx)
 	require.NoError(t, err)
 	twice := 0
@@ -373,6 +366,38 @@ backend gateways
 		}
 	}
 	assert.Greater(t, connects.Load(), int64(devices), "devices reconnected")
+}
+
+// readStream reads every message of stream and counts them by message id;
+// bad collects the records that are not one or that ok refuses.
+func readStream(ctx context.Context, stream natsjs.Stream, ok func(rec sink.Record, msgID string) bool) (seen map[string]int, bad []string, err error) {
+	cons, err := stream.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, nil, err
+	}
+	seen = map[string]int{}
+	for {
+		batch, err := cons.Fetch(500, natsjs.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, nil, err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			var rec sink.Record
+			msgID := m.Headers().Get(natsjs.MsgIDHeader)
+			seen[msgID]++
+			if json.Unmarshal(m.Data(), &rec) != nil || !ok(rec, msgID) {
+				bad = append(bad, string(m.Data()))
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return nil, nil, err
+		}
+		if n == 0 {
+			return seen, bad, nil
+		}
+	}
 }
 
 func freeAddr(t *testing.T) string {

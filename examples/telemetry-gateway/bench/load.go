@@ -34,10 +34,17 @@ func claim(i int) netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(i%250 + 1)}), uint16(10000+i/250))
 }
 
-func deviceID(i int) string { return fmt.Sprintf("bench%05d", i) }
+// runs numbers the runs of this process, so that every run's readings have
+// ids of their own: a store that remembers ids (JetStream's duplicate
+// window) would otherwise take a later run's readings for redeliveries.
+var runs atomic.Int64
 
-// connect opens n MQTT connections to p, at most 64 handshakes at a time.
-func (c client) connect(ctx context.Context, t target, p *process, n int, keepalive uint16) ([]*mqttload.Conn, error) {
+func deviceID(run int64, i int) string { return fmt.Sprintf("b%d-%05d", run, i) }
+
+// connect opens n MQTT connections to p as the devices of a new run, at
+// most 64 handshakes at a time, and returns them with the run's number.
+func (c client) connect(ctx context.Context, t target, p *process, n int, keepalive uint16) ([]*mqttload.Conn, int64, error) {
+	run := runs.Add(1)
 	conns := make([]*mqttload.Conn, n)
 	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
@@ -54,7 +61,7 @@ func (c client) connect(ctx context.Context, t target, p *process, n int, keepal
 			tc, err := device.Dial(ctx, cfg)
 			if err == nil {
 				_ = tc.SetDeadline(time.Now().Add(30 * time.Second))
-				conns[i], err = mqttload.Handshake(tc, deviceID(i), c.version, keepalive)
+				conns[i], err = mqttload.Handshake(tc, deviceID(run, i), c.version, keepalive)
 				_ = tc.SetDeadline(time.Time{})
 				if err != nil {
 					tc.Close()
@@ -75,9 +82,9 @@ func (c client) connect(ctx context.Context, t target, p *process, n int, keepal
 	wg.Wait()
 	if first != nil {
 		closeAll(conns)
-		return nil, first
+		return nil, 0, first
 	}
-	return conns, nil
+	return conns, run, nil
 }
 
 func closeAll(conns []*mqttload.Conn) {
@@ -103,7 +110,7 @@ func (r throughput) rate() float64 { return float64(r.msgs) / r.elapsed.Seconds(
 // unacknowledged on each, and measures from the first PUBLISH to the last
 // PUBACK; latency is from writing a PUBLISH to reading its PUBACK.
 func (c client) publish(ctx context.Context, t target, p *process, conns, inflight, total int) (throughput, error) {
-	cs, err := c.connect(ctx, t, p, conns, 600)
+	cs, run, err := c.connect(ctx, t, p, conns, 600)
 	if err != nil {
 		return throughput{}, err
 	}
@@ -115,7 +122,7 @@ func (c client) publish(ctx context.Context, t target, p *process, conns, inflig
 	start := time.Now()
 	for i, cn := range cs {
 		wg.Go(func() {
-			if err := runConn(ctx, cn, deviceID(i), per, inflight, &lats[i]); err != nil {
+			if err := runConn(ctx, cn, deviceID(run, i), per, inflight, &lats[i]); err != nil {
 				failed.CompareAndSwap(nil, &err)
 			}
 		})

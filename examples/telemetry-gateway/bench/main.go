@@ -28,6 +28,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -53,6 +54,7 @@ type options struct {
 	idle                      int
 	version                   int
 	gatewayBin, mosquittoBin  string
+	natsURL                   string
 	pq                        bool
 }
 
@@ -70,7 +72,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.IntVar(&o.rounds, "rounds", 3, "runs of each measurement; figures are medians")
-	fs.StringVar(&o.targets, "targets", "gateway,gateway-write,mosquitto", "brokers to compare: gateway (fsync before PUBACK), gateway-write (write(2) before PUBACK), mosquitto (no persistence)")
+	fs.StringVar(&o.targets, "targets", "gateway,gateway-write,mosquitto", "brokers to compare: gateway (fsync before PUBACK), gateway-write (write(2) before PUBACK), gateway-jetstream (JetStream's acknowledgement before PUBACK; needs -nats-url), mosquitto (no persistence)")
+	fs.StringVar(&o.natsURL, "nats-url", "", "gateway-jetstream: the NATS servers; the stream BENCH is created with as many replicas as servers are listed (at most 3)")
 	fs.StringVar(&o.scenarios, "scenarios", "window,devices,idle", "what to measure: window, devices, idle")
 	fs.IntVar(&o.conns, "conns", 8, "window: connections")
 	fs.IntVar(&o.inflight, "inflight", 16, "window: QoS 1 readings in flight per connection")
@@ -120,6 +123,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 			sync := map[string]string{"gateway": "fsync", "gateway-write": "write"}[name]
 			targets = append(targets, gatewayTarget(name, o.gatewayBin, "-sink-sync", sync))
+		case "gateway-jetstream":
+			if o.natsURL == "" {
+				return errors.New("-targets gateway-jetstream needs -nats-url")
+			}
+			if o.gatewayBin == "" {
+				if o.gatewayBin, err = buildGateway(dir); err != nil {
+					return err
+				}
+			}
+			replicas := min(len(strings.Split(o.natsURL, ",")), 3)
+			targets = append(targets, gatewayTarget(name, o.gatewayBin, "-nats-url", o.natsURL, "-nats-stream", "BENCH",
+				"-nats-subject", "bench", "-nats-replicas", fmt.Sprint(replicas)))
 		case "mosquitto":
 			bin, err := e2e.LookPath(o.mosquittoBin)
 			if err != nil {
@@ -217,7 +232,7 @@ func runIdle(ctx context.Context, out io.Writer, c client, targets []target, dir
 				if err != nil {
 					return perConn{}, err
 				}
-				cs, err := c.connect(ctx, t, p, n, 3600)
+				cs, _, err := c.connect(ctx, t, p, n, 3600)
 				if err != nil {
 					return perConn{}, err
 				}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,12 +44,17 @@ func gatewayTarget(name, bin string, extra ...string) target {
 		if err != nil {
 			return nil, err
 		}
-		args := append([]string{
+		args := []string{
 			"-mqtt-addr", fmt.Sprintf("127.0.0.1:%d", port), "-http-addr", "", "-admin-addr", fmt.Sprintf("127.0.0.1:%d", adminPort),
 			"-tls-cert", filepath.Join(dir, "server.pem"), "-tls-key", filepath.Join(dir, "server.key"),
 			"-proxy-trusted", "127.1.0.0/16", "-log-level", "error", "-mochi-log-level", "off",
-			"-sink", filepath.Join(dir, name+".jsonl"), "-sink-min-free", "0",
-		}, extra...)
+		}
+		if !slices.Contains(extra, "-nats-url") {
+			sinkPath := filepath.Join(dir, name+".jsonl")
+			os.Remove(sinkPath) // a fresh file each run
+			args = append(args, "-sink", sinkPath, "-sink-min-free", "0")
+		}
+		args = append(args, extra...)
 		p, err := startProcess(bin, args, fmt.Sprintf("127.0.0.1:%d", port))
 		if p != nil {
 			p.admin = fmt.Sprintf("127.0.0.1:%d", adminPort)
