@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -215,8 +216,10 @@ backend gateways
 			}
 		},
 		func() {
-			info, err := stream.Info(ctx)
-			if !assert.NoError(t, err) || info.Cluster == nil {
+			ictx, icancel := context.WithTimeout(ctx, 10*time.Second)
+			defer icancel()
+			info, err := stream.Info(ictx)
+			if !assert.NoError(t, err, "stream info") || info.Cluster == nil {
 				return
 			}
 			for _, nd := range cluster.Nodes {
@@ -305,6 +308,11 @@ backend gateways
 	wg.Wait()
 	chaos.Wait()
 	elapsed := time.Since(start)
+	if ctx.Err() != nil {
+		var dump strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&dump, 1)
+		t.Logf("events: %q\ngoroutines:\n%s", events, &dump)
+	}
 	require.NoError(t, ctx.Err(), "not done in time: %d of %d acknowledged", ackedTotal.Load(), total)
 	for d := range devices {
 		for seq := range each {
