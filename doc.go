@@ -7,12 +7,20 @@
 //     protocol source and forwarding headers (X-Forwarded-For, RFC 7239
 //     Forwarded, or one single-address header) under one configured trust
 //     set, and says where the answer came from. Start here.
+//   - [github.com/sourceip/sourceip/clientip/ranges] reads and keeps current
+//     the published origin-facing ranges of CDNs and clouds (Cloudflare,
+//     CloudFront, Google Cloud load balancers, Azure Front Door, Fastly) as
+//     trusted-proxy sets, with dated snapshots as the floor.
 //   - [github.com/sourceip/sourceip/proxyproto] accepts PROXY protocol v1 and v2
 //     only from trusted load balancers, with a header deadline, TLV access and
 //     validation, and hands each connection's layers to clientip.
 //   - [github.com/sourceip/sourceip/middleware] resolves once per HTTP request
 //     (net/http and chi), enforces source-range policies, and resolves per
 //     connection for MQTT and raw TCP.
+//   - [github.com/sourceip/sourceip/ratelimit] limits events per resolved
+//     client with token buckets in bounded memory, as net/http middleware
+//     with the IETF RateLimit fields, and through a Store shared by the
+//     replicas of a service (Redis/Valkey: the ratelimit/redisstore module).
 //   - [github.com/sourceip/sourceip/trafficpolicy] models Kubernetes Service
 //     traffic policies: what a backend sees under externalTrafficPolicy Local
 //     and Cluster, a health server compatible with kube-proxy's

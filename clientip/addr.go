@@ -197,7 +197,7 @@ func validPort[T text](s T) bool {
 // single-address header: "192.0.2.1", "192.0.2.1:80", "2001:db8::1",
 // "[2001:db8::1]" or "[2001:db8::1]:80". Brackets only enclose IPv6. The result
 // is canonical: unmapped and without a zone.
-func parseListAddr(s string) (netip.Addr, failure) {
+func parseListAddr(s string) (netip.Addr, Reason) {
 	if s[0] == '[' {
 		end := -1
 		for i := 1; i < len(s); i++ {
@@ -207,37 +207,37 @@ func parseListAddr(s string) (netip.Addr, failure) {
 			}
 		}
 		if end < 0 {
-			return netip.Addr{}, failMalformed
+			return netip.Addr{}, ReasonMalformed
 		}
 		a, ok := parseIPv6(s[1:end])
 		if !ok {
-			return netip.Addr{}, failMalformed
+			return netip.Addr{}, ReasonMalformed
 		}
 		if rest := s[end+1:]; rest != "" && (rest[0] != ':' || !validPort(rest[1:])) {
-			return netip.Addr{}, failMalformed
+			return netip.Addr{}, ReasonMalformed
 		}
 		return canonical(a)
 	}
 	if b, n, ok := parseIPv4(s); ok {
 		if n != len(s) && (s[n] != ':' || !validPort(s[n+1:])) {
-			return netip.Addr{}, failMalformed
+			return netip.Addr{}, ReasonMalformed
 		}
 		return canonical(netip.AddrFrom4(b))
 	}
 	a, ok := parseIPv6(s)
 	if !ok {
-		return netip.Addr{}, failMalformed
+		return netip.Addr{}, ReasonMalformed
 	}
 	return canonical(a)
 }
 
 // canonical unmaps a and refuses the unspecified addresses.
-func canonical(a netip.Addr) (netip.Addr, failure) {
+func canonical(a netip.Addr) (netip.Addr, Reason) {
 	a = a.Unmap()
 	if a.IsUnspecified() {
-		return a, failUnspecified
+		return a, ReasonUnspecified
 	}
-	return a, ok
+	return a, ReasonNone
 }
 
 // trimOWS trims the optional white space of RFC 9110 (spaces and tabs).

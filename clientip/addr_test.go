@@ -3,6 +3,8 @@ package clientip
 import (
 	"net/netip"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzParseRemoteAddr holds parseRemoteAddr to net/netip (an address with a
@@ -22,9 +24,8 @@ func FuzzParseRemoteAddr(f *testing.F) {
 				want, err = netip.AddrPortFrom(a, 0), nil
 			}
 		}
-		if ok != (err == nil) || got != want {
-			t.Fatalf("parseRemoteAddr(%q) = %v, %v; netip says %v, %v", s, got, ok, want, err)
-		}
+		require.Equal(t, err == nil, ok, "parseRemoteAddr(%q) accepts; netip: %v", s, err)
+		require.Equal(t, want, got, "parseRemoteAddr(%q)", s)
 	})
 }
 

@@ -1,7 +1,6 @@
 // Package clientip resolves the address of the client on the other end of a
 // connection or request, says where the answer came from, and refuses to guess
-// when the path to the client cannot be trusted. It uses only the standard
-// library.
+// when the path to the client cannot be trusted.
 //
 // # One chain, one trust set
 //
@@ -18,7 +17,8 @@
 // is the client. A peer outside the set is the client, and whatever headers it
 // sent are ignored. The answer is a [Result]: the canonical client address,
 // its [Source], its hop, the proxy that reported it, and what the socket and
-// PROXY layers showed.
+// PROXY layers showed. A failure's kind is a [Reason], the one list of them
+// that other packages read with [ReasonOf].
 //
 // # Threat model
 //
@@ -79,10 +79,49 @@
 // outermost trusted hop in Via for callers that deliberately serve internal
 // origins.
 //
+// # Which error wins
+//
+// Resolve reports the first failure met walking outward from the socket peer,
+// so an error names the hop nearest the backend that could not be stepped
+// over, in [ChainError].Hop and [Result].Hop:
+//
+//   - The socket peer: ErrNoAddress (a Unix socket that is not trusted) or
+//     ErrUnspecified. The PROXY source: ErrUnspecified.
+//   - The configured header, judged whole when the walk reaches it, at the
+//     position of its first hop: ErrHeaderTooLarge beyond MaxHeaderBytes; for
+//     Forwarded, ErrMalformed for a quoted string left open (no element
+//     boundary after it can be known); for a single-address header,
+//     ErrMultipleValues for a second line or a list.
+//   - Each hop in turn: a hop beyond MaxHops is ErrTooManyHops, whatever it
+//     holds; otherwise an entry that cannot be read is ErrMalformed,
+//     ErrUnknownHop or ErrUnspecified; otherwise trust decides, and a client
+//     in Masquerade is ErrMasqueraded.
+//   - A walk that steps over every hop ends with ErrMasqueraded when the last
+//     hop is a masquerading node (it says more: the client was lost to the
+//     node), and otherwise with ErrTooFewHops in hop-count mode or
+//     ErrAllTrusted.
+//
+// So with MaxHops 1 behind a PROXY load balancer, one X-Real-IP value from a
+// trusted peer is ErrTooManyHops whether it is empty, garbage or an address,
+// while a list or a second X-Real-IP line is ErrMultipleValues.
+//
+// # Bounds on RFC 7239
+//
+// RFC 7239 sets no limit on the parameters of a Forwarded element. The walk
+// reads at most 16 in an element it needs, and an element with more is
+// ErrMalformed: the bound keeps the check for repeated parameters cheap on
+// hostile input, and proxies write the four parameters the RFC defines and
+// seldom any other. Nodes have no length limit: an obfuscated
+// identifier of any length is ErrUnknownHop, and an address with an
+// obfuscated port of any length is read.
+//
 // # Performance
 //
 // Resolve does not allocate on valid input. It reads a header only when the
 // peer is trusted, reads X-Forwarded-For lazily from the right and stops at the
 // client, and looks addresses up in a trie whose cost does not grow with the
 // number of trusted prefixes.
+//
+// The package uses only the standard library (and the library's own internal
+// enum-text helper, itself standard library only).
 package clientip

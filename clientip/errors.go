@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/sourceip/sourceip/internal/enumtext"
 )
 
 // Errors reported by [Resolver.Resolve], wrapped in a [*ChainError] that says
@@ -14,13 +16,15 @@ var (
 	ErrNoAddress = errors.New("clientip: socket peer has no IP address")
 
 	// ErrMalformed means a hop that the walk had to read is not a plain IP
-	// address: a host name, a CIDR prefix, a zone, leading zeros, garbage, or a
-	// Forwarded element that breaks RFC 7239's syntax or repeats a parameter.
+	// address: a host name, a CIDR prefix, a zone, leading zeros, garbage, an
+	// empty single-address header, or a Forwarded element that breaks RFC
+	// 7239's syntax, repeats a parameter or has more than 16 parameters (a
+	// deliberate bound; see the package documentation).
 	ErrMalformed = errors.New("clientip: malformed address")
 
 	// ErrUnknownHop means the walk reached an RFC 7239 node whose address cannot
-	// be known: "unknown", an obfuscated identifier such as "_hidden", or an
-	// element without a for= parameter.
+	// be known: "unknown", an obfuscated identifier such as "_hidden" (of any
+	// length), or an element without a for= parameter.
 	ErrUnknownHop = errors.New("clientip: hop address is unknown")
 
 	// ErrUnspecified means the walk reached 0.0.0.0 or ::, which is never a client.
@@ -49,9 +53,11 @@ var (
 	// ErrMasqueraded means the resolved address is in Config.Masquerade: a node
 	// address that stands in for clients under externalTrafficPolicy: Cluster.
 	// The [Result] names the address and has Masqueraded set; it must not be used
-	// as a client identity. It is also returned instead of ErrAllTrusted when the
-	// outermost trusted hop is a masquerading node: a node trusted to deliver
-	// PROXY headers that delivered a connection without one.
+	// as a client identity. It is also returned instead of ErrAllTrusted or
+	// ErrTooFewHops when the outermost hop the walk stepped over is a
+	// masquerading node: a node trusted to deliver PROXY headers that
+	// delivered a connection without one. Unlike the other errors it is
+	// returned bare, not in a [*ChainError].
 	ErrMasqueraded = errors.New("clientip: address is a masquerading node")
 
 	// ErrInvalidPrefix is wrapped by errors from [ParsePrefixSet] and [NewPrefixSet].
@@ -99,32 +105,111 @@ func (e *ChainError) Error() string {
 
 func (e *ChainError) Unwrap() error { return e.Err }
 
-// failure is the hot path's error code; the error value is built once, by Resolve.
-type failure uint8
+// Reason is the kind of a resolution failure: one for each sentinel error
+// that [Resolver.Resolve] reports, named in a small fixed set fit for log
+// fields and metric attributes. It never holds an address or anything a
+// client wrote. This is the package's one list of failure kinds: packages
+// that classify errors read it with [ReasonOf] rather than testing each
+// sentinel themselves.
+//
+// The zero Reason, ReasonNone, means no failure. Reasons added later are
+// appended after ReasonMultipleValues.
+type Reason uint8
 
 const (
-	ok failure = iota
-	failNoAddress
-	failMalformed
-	failUnknown
-	failUnspecified
-	failAllTrusted
-	failTooFew
-	failTooMany
-	failTooLarge
-	failMultiple
-	failMasqueraded
+	// ReasonNone: no failure.
+	ReasonNone Reason = iota
+	// ReasonMasqueraded: [ErrMasqueraded].
+	ReasonMasqueraded
+	// ReasonNoAddress: [ErrNoAddress].
+	ReasonNoAddress
+	// ReasonMalformed: [ErrMalformed].
+	ReasonMalformed
+	// ReasonUnknownHop: [ErrUnknownHop].
+	ReasonUnknownHop
+	// ReasonUnspecified: [ErrUnspecified].
+	ReasonUnspecified
+	// ReasonAllTrusted: [ErrAllTrusted].
+	ReasonAllTrusted
+	// ReasonTooFewHops: [ErrTooFewHops].
+	ReasonTooFewHops
+	// ReasonTooManyHops: [ErrTooManyHops].
+	ReasonTooManyHops
+	// ReasonHeaderTooLarge: [ErrHeaderTooLarge].
+	ReasonHeaderTooLarge
+	// ReasonMultipleValues: [ErrMultipleValues].
+	ReasonMultipleValues
 )
 
-var failureErrors = [...]error{
-	failNoAddress:   ErrNoAddress,
-	failMalformed:   ErrMalformed,
-	failUnknown:     ErrUnknownHop,
-	failUnspecified: ErrUnspecified,
-	failAllTrusted:  ErrAllTrusted,
-	failTooFew:      ErrTooFewHops,
-	failTooMany:     ErrTooManyHops,
-	failTooLarge:    ErrHeaderTooLarge,
-	failMultiple:    ErrMultipleValues,
-	failMasqueraded: ErrMasqueraded,
+var reasonNames = []string{
+	ReasonNone:           "none",
+	ReasonMasqueraded:    "masqueraded",
+	ReasonNoAddress:      "no_address",
+	ReasonMalformed:      "malformed",
+	ReasonUnknownHop:     "unknown_hop",
+	ReasonUnspecified:    "unspecified",
+	ReasonAllTrusted:     "all_trusted",
+	ReasonTooFewHops:     "too_few_hops",
+	ReasonTooManyHops:    "too_many_hops",
+	ReasonHeaderTooLarge: "header_too_large",
+	ReasonMultipleValues: "multiple_values",
 }
+
+var reasonErrs = [...]error{
+	ReasonMasqueraded:    ErrMasqueraded,
+	ReasonNoAddress:      ErrNoAddress,
+	ReasonMalformed:      ErrMalformed,
+	ReasonUnknownHop:     ErrUnknownHop,
+	ReasonUnspecified:    ErrUnspecified,
+	ReasonAllTrusted:     ErrAllTrusted,
+	ReasonTooFewHops:     ErrTooFewHops,
+	ReasonTooManyHops:    ErrTooManyHops,
+	ReasonHeaderTooLarge: ErrHeaderTooLarge,
+	ReasonMultipleValues: ErrMultipleValues,
+}
+
+// ReasonOf returns the Reason of err, an error returned by
+// [Resolver.Resolve] or one that wraps it: ReasonNone when err is nil or
+// wraps none of the resolution sentinels (an [ErrInvalidConfig], say). When
+// err wraps several, the first in the order of the constants wins, so a
+// masqueraded result is never classified by another cause. It does not
+// allocate.
+func ReasonOf(err error) Reason {
+	if err == nil {
+		return ReasonNone
+	}
+	for r, e := range reasonErrs {
+		if e != nil && errors.Is(err, e) {
+			return Reason(r)
+		}
+	}
+	return ReasonNone
+}
+
+// Err returns the sentinel error of r, or nil for ReasonNone and for a value
+// without a name.
+func (r Reason) Err() error {
+	if int(r) < len(reasonErrs) {
+		return reasonErrs[r]
+	}
+	return nil
+}
+
+// String returns the Reason's name: "none", "masqueraded", "no_address",
+// "malformed", "unknown_hop", "unspecified", "all_trusted", "too_few_hops",
+// "too_many_hops", "header_too_large" or "multiple_values".
+func (r Reason) String() string { return enumtext.String(reasonNames, r, "Reason") }
+
+// MarshalText implements [encoding.TextMarshaler] with the names String returns.
+func (r Reason) MarshalText() ([]byte, error) {
+	return enumtext.Marshal(reasonNames, r, "Reason", errUnknownName)
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler] for the names String returns.
+func (r *Reason) UnmarshalText(text []byte) error {
+	return enumtext.Unmarshal(r, reasonNames, text, "Reason", errUnknownName)
+}
+
+// errUnknownName is wrapped by UnmarshalText and MarshalText of this
+// package's enums for a name or a value they do not know.
+var errUnknownName = errors.New("clientip: unknown name")

@@ -153,3 +153,34 @@ func ExampleRateLimitKey() {
 	// 198.51.100.7/32
 	// 2001:db8:1::/56
 }
+
+// ReasonOf names the kind of a failure, for a log field or a metric
+// attribute that must never hold what a client wrote.
+func ExampleReasonOf() {
+	r := clientip.MustNew(clientip.Config{
+		TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
+		Header:         "X-Forwarded-For",
+	})
+	peer := clientip.Transport{Peer: netip.MustParseAddrPort("10.0.0.1:40000")}
+	for _, xff := range []string{"198.51.100.7", "198.51.100.7, <script>", "10.0.0.5"} {
+		_, err := r.Resolve(peer, http.Header{"X-Forwarded-For": {xff}})
+		fmt.Println(clientip.ReasonOf(err))
+	}
+	// Output:
+	// none
+	// malformed
+	// all_trusted
+}
+
+// Config returns the configuration a Resolver enforces, with the limits in
+// force filled in.
+func ExampleResolver_Config() {
+	r := clientip.MustNew(clientip.Config{
+		TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
+		Header:         "x-forwarded-for",
+	})
+	cfg := r.Config()
+	fmt.Println(cfg.Header, cfg.TrustedProxies, cfg.MaxHops, cfg.MaxHeaderBytes)
+	// Output:
+	// X-Forwarded-For 10.0.0.0/8 32 8192
+}

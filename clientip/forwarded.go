@@ -25,10 +25,12 @@ import "net/netip"
 // whose address cannot be known (ErrUnknownHop); an element without for= is one
 // too.
 
-// fwdRing keeps the spans of the last elements of a Forwarded header. The walk
-// never reads more than maxHopsLimit elements, so older ones can be forgotten.
+// fwdSpan is where one element of a Forwarded header lies: its line, and its
+// bytes in that line.
 type fwdSpan struct{ line, start, end int32 }
 
+// fwdRing keeps the spans of the last elements of a Forwarded header. The walk
+// never reads more than maxHopsLimit elements, so older ones can be forgotten.
 type fwdRing struct {
 	spans [maxHopsLimit]fwdSpan
 	n     int // elements seen in all
@@ -120,15 +122,20 @@ func equalFold[T text](a T, b string) bool {
 	return true
 }
 
-// maxParams bounds the parameters of one element; RFC 7239 defines four.
+// maxParams bounds the parameters of one element. RFC 7239 defines four and
+// sets no limit; the bound is deliberate, so that the check for repeated
+// parameters stays cheap on hostile input, and documented: an element with
+// more is ErrMalformed.
 const maxParams = 16
 
-// maxNode bounds a node as written (inside its quotes); the longest address
-// with a port is far shorter.
-const maxNode = 128
+// nodeBuf is the size of the stack buffers a quoted node is unescaped into:
+// longer than any address with brackets, "unknown" or decimal port. A longer
+// part of a node can only be an obfuscated identifier, which has no length
+// limit and is checked as it is read.
+const nodeBuf = 64
 
 // parseForwardedElement returns the address of the for= node of one element.
-func parseForwardedElement(e string) (netip.Addr, failure) {
+func parseForwardedElement(e string) (netip.Addr, Reason) {
 	var names [maxParams]string
 	nparams := 0
 	var forVal string
@@ -151,7 +158,7 @@ func parseForwardedElement(e string) (netip.Addr, failure) {
 			i++
 		}
 		if i == ns || i == len(e) || e[i] != '=' {
-			return netip.Addr{}, failMalformed
+			return netip.Addr{}, ReasonMalformed
 		}
 		name := e[ns:i]
 		i++ // "="
@@ -164,15 +171,15 @@ func parseForwardedElement(e string) (netip.Addr, failure) {
 				if e[i] == '\\' {
 					i++
 					if i == len(e) || !isQuotable(e[i]) {
-						return netip.Addr{}, failMalformed
+						return netip.Addr{}, ReasonMalformed
 					}
 				} else if !isQdtext(e[i]) {
-					return netip.Addr{}, failMalformed
+					return netip.Addr{}, ReasonMalformed
 				}
 				i++
 			}
 			if i == len(e) {
-				return netip.Addr{}, failMalformed
+				return netip.Addr{}, ReasonMalformed
 			}
 			val, quoted = e[vs:i], true
 			i++ // closing quote
@@ -182,7 +189,7 @@ func parseForwardedElement(e string) (netip.Addr, failure) {
 				i++
 			}
 			if i == vs {
-				return netip.Addr{}, failMalformed
+				return netip.Addr{}, ReasonMalformed
 			}
 			val = e[vs:i]
 		}
@@ -191,17 +198,17 @@ func parseForwardedElement(e string) (netip.Addr, failure) {
 		}
 		if i < len(e) {
 			if e[i] != ';' {
-				return netip.Addr{}, failMalformed
+				return netip.Addr{}, ReasonMalformed
 			}
 			i++
 		}
 		for _, n := range names[:nparams] {
 			if equalFold(n, name) {
-				return netip.Addr{}, failMalformed // RFC 7239 §4: each parameter at most once
+				return netip.Addr{}, ReasonMalformed // RFC 7239 §4: each parameter at most once
 			}
 		}
 		if nparams == maxParams {
-			return netip.Addr{}, failMalformed
+			return netip.Addr{}, ReasonMalformed
 		}
 		names[nparams] = name
 		nparams++
@@ -210,35 +217,16 @@ func parseForwardedElement(e string) (netip.Addr, failure) {
 		}
 	}
 	if !haveFor {
-		return netip.Addr{}, failUnknown
+		return netip.Addr{}, ReasonUnknownHop
 	}
-	if len(forVal) > maxNode {
-		return netip.Addr{}, failMalformed
-	}
-	if !forQuoted {
-		return parseNode(forVal)
-	}
-	// Unescape quoted-pairs into a stack buffer when there are any.
-	esc := false
-	for j := 0; j < len(forVal); j++ {
-		if forVal[j] == '\\' {
-			esc = true
-			break
+	if forQuoted {
+		for j := 0; j < len(forVal); j++ {
+			if forVal[j] == '\\' {
+				return parseEscapedNode(forVal)
+			}
 		}
 	}
-	if !esc {
-		return parseNode(forVal)
-	}
-	var buf [maxNode]byte
-	n := 0
-	for j := 0; j < len(forVal); j++ {
-		if forVal[j] == '\\' {
-			j++
-		}
-		buf[n] = forVal[j]
-		n++
-	}
-	return parseNode(buf[:n])
+	return parseNode(forVal)
 }
 
 func isObfChar(c byte) bool {
@@ -259,72 +247,150 @@ func validObf[T text](s T) bool {
 
 func validNodePort[T text](s T) bool { return validPort(s) || validObf(s) }
 
-// parseNode parses an RFC 7239 node (§6).
-func parseNode[T text](v T) (netip.Addr, failure) {
-	if len(v) == 0 {
-		return netip.Addr{}, failMalformed
-	}
-	if v[0] == '[' {
-		end := -1
+// parseNode parses an RFC 7239 node (§6) of any length: nodename [":" node-port].
+func parseNode[T text](v T) (netip.Addr, Reason) {
+	end := len(v) // the end of the nodename
+	if len(v) > 0 && v[0] == '[' {
+		end = -1
 		for i := 1; i < len(v); i++ {
 			if v[i] == ']' {
+				end = i + 1
+				break
+			}
+		}
+		if end < 0 || end < len(v) && v[end] != ':' {
+			return netip.Addr{}, ReasonMalformed
+		}
+	} else {
+		for i := 0; i < len(v); i++ {
+			if v[i] == ':' {
 				end = i
 				break
 			}
 		}
-		if end < 0 {
-			return netip.Addr{}, failMalformed
+	}
+	if end < len(v) && !validNodePort(v[end+1:]) {
+		return netip.Addr{}, ReasonMalformed
+	}
+	return parseNodeName(v[:end])
+}
+
+// parseNodeName parses a nodename: a bracketed IPv6 address, an IPv4 address,
+// "unknown" or an obfuscated identifier.
+func parseNodeName[T text](v T) (netip.Addr, Reason) {
+	switch {
+	case len(v) == 0:
+		return netip.Addr{}, ReasonMalformed
+	case v[0] == '[':
+		if v[len(v)-1] != ']' {
+			return netip.Addr{}, ReasonMalformed
 		}
-		a, ok := parseIPv6(v[1:end])
+		a, ok := parseIPv6(v[1 : len(v)-1])
 		if !ok {
-			return netip.Addr{}, failMalformed
-		}
-		if rest := v[end+1:]; len(rest) > 0 && (rest[0] != ':' || !validNodePort(rest[1:])) {
-			return netip.Addr{}, failMalformed
+			return netip.Addr{}, ReasonMalformed
 		}
 		return canonical(a)
-	}
-	name, port := v, v[len(v):]
-	for i := 0; i < len(v); i++ {
-		if v[i] == ':' {
-			name, port = v[:i], v[i:]
-			break
+	case len(v) == 7 && lowerASCII(v[0]) == 'u' && equalFold(v, "unknown"):
+		return netip.Addr{}, ReasonUnknownHop
+	case v[0] == '_':
+		if validObf(v) {
+			return netip.Addr{}, ReasonUnknownHop
 		}
+		return netip.Addr{}, ReasonMalformed
 	}
-	if len(port) > 0 && !validNodePort(port[1:]) {
-		return netip.Addr{}, failMalformed
-	}
-	if len(name) == 7 && lowerASCII(name[0]) == 'u' && equalFold(name, "unknown") {
-		return netip.Addr{}, failUnknown
-	}
-	if len(name) > 0 && name[0] == '_' {
-		if validObf(name) {
-			return netip.Addr{}, failUnknown
-		}
-		return netip.Addr{}, failMalformed
-	}
-	b, n, ok := parseIPv4(name)
-	if !ok || n != len(name) {
-		return netip.Addr{}, failMalformed
+	b, n, ok := parseIPv4(v)
+	if !ok || n != len(v) {
+		return netip.Addr{}, ReasonMalformed
 	}
 	return canonical(netip.AddrFrom4(b))
 }
 
+// nodePart collects one part of a quoted node (its nodename or its port) as
+// parseEscapedNode unescapes it: the bytes, as long as they fit, and whether
+// the part is a valid obfuscated identifier so far.
+type nodePart struct {
+	buf [nodeBuf]byte
+	n   int  // bytes in all
+	obf bool // "_" followed only by obfuscated-identifier characters
+}
+
+func (p *nodePart) add(c byte) {
+	if p.n < len(p.buf) {
+		p.buf[p.n] = c
+	}
+	if p.n == 0 {
+		p.obf = c == '_'
+	} else if !isObfChar(c) {
+		p.obf = false
+	}
+	p.n++
+}
+
+// parseEscapedNode is parseNode for the contents of a well-formed quoted
+// string that holds quoted-pairs ("\\x" stands for x, RFC 9110 §5.6.4). It
+// unescapes the nodename and the port into stack buffers, so it does not
+// allocate; a part too long for its buffer can only be an obfuscated
+// identifier, and is judged as one, whatever its length.
+func parseEscapedNode(raw string) (netip.Addr, Reason) {
+	var name, port nodePart
+	hasPort, bracket, closed := false, false, false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c == '\\' {
+			i++
+			c = raw[i]
+		}
+		switch {
+		case hasPort:
+			port.add(c)
+		case name.n == 0 && c == '[':
+			bracket = true
+			name.add(c)
+		case bracket && closed:
+			if c != ':' {
+				return netip.Addr{}, ReasonMalformed
+			}
+			hasPort = true
+		case !bracket && c == ':':
+			hasPort = true
+		default:
+			closed = bracket && c == ']'
+			name.add(c)
+		}
+	}
+	if hasPort {
+		if port.n > nodeBuf {
+			if !port.obf {
+				return netip.Addr{}, ReasonMalformed
+			}
+		} else if !validNodePort(port.buf[:port.n]) {
+			return netip.Addr{}, ReasonMalformed
+		}
+	}
+	if name.n > nodeBuf {
+		if name.obf {
+			return netip.Addr{}, ReasonUnknownHop
+		}
+		return netip.Addr{}, ReasonMalformed
+	}
+	return parseNodeName(name.buf[:name.n])
+}
+
 // walkForwarded continues the walk of Resolver.walk over Forwarded from
 // position pos; res.Via holds the hop last stepped over.
-func (r *Resolver) walkForwarded(res *Result, lines []string, pos int) (failure, string) {
+func (r *Resolver) walkForwarded(res *Result, lines []string, pos int) (Reason, string) {
 	cur := res.Via // the hop last stepped over
 	var ring fwdRing
 	if !ring.scan(lines) {
-		return r.fail(res, pos+1, failMalformed, lines[len(lines)-1])
+		return r.fail(res, pos+1, ReasonMalformed, lines[len(lines)-1])
 	}
 	for k := 0; k < ring.n; k++ {
 		if pos++; pos > r.maxHops {
-			return r.fail(res, pos, failTooMany, "")
+			return r.fail(res, pos, ReasonTooManyHops, "")
 		}
 		e := ring.element(lines, k)
 		a, f := parseForwardedElement(e)
-		if f != ok {
+		if f != ReasonNone {
 			return r.fail(res, pos, f, e)
 		}
 		if r.client(a, pos) {
@@ -332,6 +398,5 @@ func (r *Resolver) walkForwarded(res *Result, lines []string, pos int) (failure,
 		}
 		cur = a
 	}
-	res.Header = r.header
-	return r.exhausted(res, pos, cur)
+	return r.exhausted(res, pos, cur, lines)
 }

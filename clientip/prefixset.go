@@ -187,7 +187,7 @@ func (s PrefixSet) Contains(a netip.Addr) bool {
 		a = a.Unmap()
 	}
 	if a.Is4() {
-		return s.v4 != nil && s.v4.contains4(as4(a))
+		return s.contains4(as4(a))
 	}
 	if a.Is6() {
 		return s.v6 != nil && s.v6.contains16(a.As16())
@@ -195,13 +195,17 @@ func (s PrefixSet) Contains(a netip.Addr) bool {
 	return false
 }
 
-// containsCanon is Contains for an address already in canonical form.
+// containsCanon is Contains for an address already in canonical form. With
+// contains4 it is the one trust predicate of the chain walk.
 func (s *PrefixSet) containsCanon(a netip.Addr) bool {
 	if a.Is4() {
-		return s.v4 != nil && s.v4.contains4(as4(a))
+		return s.contains4(as4(a))
 	}
 	return s.v6 != nil && a.Is6() && s.v6.contains16(a.As16())
 }
+
+// contains4 reports whether the IPv4 address ip (in host order) is in the set.
+func (s *PrefixSet) contains4(ip uint32) bool { return s.v4 != nil && s.v4.contains4(ip) }
 
 // as4 returns the IPv4 address a as a host-order integer.
 func as4(a netip.Addr) uint32 {

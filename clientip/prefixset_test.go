@@ -2,11 +2,13 @@ package clientip
 
 import (
 	"encoding"
-	"errors"
 	"flag"
 	"io"
 	"net/netip"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var (
@@ -43,31 +45,15 @@ func TestParsePrefixSet(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := ParsePrefixSet(tc.in)
 			if tc.err {
-				if !errors.Is(err, ErrInvalidPrefix) {
-					t.Fatalf("err = %v, want ErrInvalidPrefix", err)
-				}
+				require.ErrorIs(t, err, ErrInvalidPrefix)
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := s.String(); got != tc.want {
-				t.Errorf("String() = %q, want %q", got, tc.want)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, s.String())
 		})
 	}
-	if _, err := ParsePrefixSet("10.0.0.1/8"); err == nil || !containsStr(err.Error(), "did you mean 10.0.0.0/8") {
-		t.Errorf("host-bits error does not suggest the fix: %v", err)
-	}
-}
-
-func containsStr(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
+	_, err := ParsePrefixSet("10.0.0.1/8")
+	assert.ErrorContains(t, err, "did you mean 10.0.0.0/8", "the host-bits error suggests the fix")
 }
 
 func TestPrefixSetContains(t *testing.T) {
@@ -83,26 +69,19 @@ func TestPrefixSetContains(t *testing.T) {
 		{"::ffff:192.0.2.8", false},
 	}
 	for _, tc := range tests {
-		if got := s.Contains(netip.MustParseAddr(tc.a)); got != tc.want {
-			t.Errorf("Contains(%s) = %v, want %v", tc.a, got, tc.want)
-		}
+		assert.Equal(t, tc.want, s.Contains(netip.MustParseAddr(tc.a)), "Contains(%s)", tc.a)
 	}
-	if s.Contains(netip.Addr{}) {
-		t.Error("the invalid address is in the set")
-	}
+	assert.False(t, s.Contains(netip.Addr{}), "the invalid address is in the set")
 	var zero PrefixSet
-	if zero.Contains(netip.MustParseAddr("10.0.0.1")) || zero.Len() != 0 {
-		t.Error("the zero set is not empty")
-	}
+	assert.False(t, zero.Contains(netip.MustParseAddr("10.0.0.1")), "the zero set is empty")
+	assert.Zero(t, zero.Len())
 	all := MustParsePrefixSet("0.0.0.0/0")
-	if !all.Contains(netip.MustParseAddr("203.0.113.1")) || all.Contains(netip.MustParseAddr("2001:db8::1")) {
-		t.Error("0.0.0.0/0 must hold every IPv4 address and no IPv6 address")
-	}
+	assert.True(t, all.Contains(netip.MustParseAddr("203.0.113.1")), "0.0.0.0/0 holds every IPv4 address")
+	assert.False(t, all.Contains(netip.MustParseAddr("2001:db8::1")), "0.0.0.0/0 holds no IPv6 address")
 	// A shorter prefix added after a longer one covers it.
 	s2 := MustParsePrefixSet("10.1.2.0/24, 10.0.0.0/8")
-	if !s2.Contains(netip.MustParseAddr("10.200.0.1")) || !s2.Contains(netip.MustParseAddr("10.1.2.3")) {
-		t.Error("covering prefix lost")
-	}
+	assert.True(t, s2.Contains(netip.MustParseAddr("10.200.0.1")), "covering prefix lost")
+	assert.True(t, s2.Contains(netip.MustParseAddr("10.1.2.3")))
 }
 
 func TestPrefixSetFlagAndText(t *testing.T) {
@@ -110,67 +89,41 @@ func TestPrefixSetFlagAndText(t *testing.T) {
 	fs.SetOutput(io.Discard)
 	var s PrefixSet
 	fs.Var(&s, "trusted", "")
-	if err := fs.Parse([]string{"-trusted", "10.0.0.0/8", "-trusted", "loopback,192.0.2.1"}); err != nil {
-		t.Fatal(err)
-	}
-	if got := s.String(); got != "10.0.0.0/8,127.0.0.0/8,192.0.2.1/32,::1/128" {
-		t.Errorf("repeated flag accumulates: %q", got)
-	}
-	if err := fs.Parse([]string{"-trusted", "10.0.0.1/8"}); err == nil {
-		t.Error("bad flag value accepted")
-	}
+	require.NoError(t, fs.Parse([]string{"-trusted", "10.0.0.0/8", "-trusted", "loopback,192.0.2.1"}))
+	assert.Equal(t, "10.0.0.0/8,127.0.0.0/8,192.0.2.1/32,::1/128", s.String(), "a repeated flag accumulates")
+	assert.Error(t, fs.Parse([]string{"-trusted", "10.0.0.1/8"}), "bad flag value accepted")
 
 	copied := s
-	if err := s.UnmarshalText([]byte("192.0.2.0/24")); err != nil {
-		t.Fatal(err)
-	}
-	if s.String() != "192.0.2.0/24" {
-		t.Errorf("UnmarshalText replaces: %q", s.String())
-	}
-	if copied.Len() != 4 {
-		t.Error("UnmarshalText changed a copy")
-	}
+	require.NoError(t, s.UnmarshalText([]byte("192.0.2.0/24")))
+	assert.Equal(t, "192.0.2.0/24", s.String(), "UnmarshalText replaces")
+	assert.Equal(t, 4, copied.Len(), "UnmarshalText changed a copy")
 	b, _ := copied.MarshalText()
 	var back PrefixSet
-	if err := back.UnmarshalText(b); err != nil || back.String() != copied.String() {
-		t.Errorf("text round trip: %q, %v", back.String(), err)
-	}
-	if err := back.UnmarshalText([]byte("bogus")); err == nil {
-		t.Error("UnmarshalText accepted bogus")
-	}
+	require.NoError(t, back.UnmarshalText(b))
+	assert.Equal(t, copied.String(), back.String(), "text round trip")
+	assert.Error(t, back.UnmarshalText([]byte("bogus")))
 }
 
 func TestPresetsAndUnion(t *testing.T) {
 	u := Loopback().Union(Private()).Union(LinkLocal()).Union(CGNAT())
 	for _, a := range []string{"127.0.0.1", "::1", "10.0.0.1", "172.16.0.1", "192.168.1.1", "fd00::1", "169.254.1.1", "fe80::1", "100.64.0.1"} {
-		if !u.Contains(netip.MustParseAddr(a)) {
-			t.Errorf("%s not in the presets", a)
-		}
+		assert.True(t, u.Contains(netip.MustParseAddr(a)), "%s not in the presets", a)
 	}
-	if u.Contains(netip.MustParseAddr("8.8.8.8")) {
-		t.Error("8.8.8.8 in the presets")
-	}
+	assert.False(t, u.Contains(netip.MustParseAddr("8.8.8.8")), "8.8.8.8 in the presets")
 	// RFC 2544's 198.18.0.0/15 is not private (realclientip-go once typo'd it as 192.18.0.0/15).
-	if Private().Contains(netip.MustParseAddr("192.18.0.1")) || Private().Contains(netip.MustParseAddr("198.18.0.1")) {
-		t.Error("private preset covers benchmark or public space")
-	}
+	assert.False(t, Private().Contains(netip.MustParseAddr("192.18.0.1")), "private preset covers public space")
+	assert.False(t, Private().Contains(netip.MustParseAddr("198.18.0.1")), "private preset covers benchmark space")
 	ps := u.Prefixes()
 	ps[0] = netip.MustParsePrefix("8.0.0.0/8")
-	if u.Contains(netip.MustParseAddr("8.8.8.8")) {
-		t.Error("Prefixes exposes internal state")
-	}
-	if _, err := NewPrefixSet(netip.MustParsePrefix("10.0.0.1/8")); !errors.Is(err, ErrInvalidPrefix) {
-		t.Errorf("NewPrefixSet accepted host bits: %v", err)
-	}
-	if _, err := NewPrefixSet(netip.Prefix{}); !errors.Is(err, ErrInvalidPrefix) {
-		t.Errorf("NewPrefixSet accepted the zero prefix: %v", err)
-	}
+	assert.False(t, u.Contains(netip.MustParseAddr("8.8.8.8")), "Prefixes exposes internal state")
+	_, err := NewPrefixSet(netip.MustParsePrefix("10.0.0.1/8"))
+	assert.ErrorIs(t, err, ErrInvalidPrefix, "NewPrefixSet accepted host bits")
+	_, err = NewPrefixSet(netip.Prefix{})
+	assert.ErrorIs(t, err, ErrInvalidPrefix, "NewPrefixSet accepted the zero prefix")
 }
 
 func TestPrefixSetNoAllocs(t *testing.T) {
 	s := Private()
 	a := netip.MustParseAddr("::ffff:10.1.2.3")
-	if n := testing.AllocsPerRun(100, func() { s.Contains(a) }); n != 0 {
-		t.Errorf("Contains allocates %v", n)
-	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { s.Contains(a) }), "Contains allocates")
 }

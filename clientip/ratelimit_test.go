@@ -3,6 +3,9 @@ package clientip
 import (
 	"net/netip"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestKeyer(t *testing.T) {
@@ -22,22 +25,16 @@ func TestKeyer(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p, ok := tc.k.Key(netip.MustParseAddr(tc.a))
-			if !ok || p.String() != tc.want {
-				t.Errorf("Key = %v, %v; want %s", p, ok, tc.want)
-			}
+			require.True(t, ok)
+			assert.Equal(t, tc.want, p.String())
 		})
 	}
-	if _, ok := (Keyer{}).Key(netip.Addr{}); ok {
-		t.Error("key for the invalid address")
-	}
-	if _, ok := (Keyer{IPv6Bits: 129}).Key(netip.MustParseAddr("::1")); ok {
-		t.Error("key for an out-of-range length")
-	}
-	if RateLimitKey(netip.MustParseAddr("2001:db8::1")) != RateLimitKey(netip.MustParseAddr("2001:db8::2")) {
-		t.Error("two addresses of one /64 have different keys")
-	}
+	_, ok := (Keyer{}).Key(netip.Addr{})
+	assert.False(t, ok, "key for the invalid address")
+	_, ok = (Keyer{IPv6Bits: 129}).Key(netip.MustParseAddr("::1"))
+	assert.False(t, ok, "key for an out-of-range length")
+	assert.Equal(t, RateLimitKey(netip.MustParseAddr("2001:db8::1")), RateLimitKey(netip.MustParseAddr("2001:db8::2")),
+		"two addresses of one /64 share a key")
 	a := netip.MustParseAddr("2001:db8::1")
-	if n := testing.AllocsPerRun(100, func() { RateLimitKey(a) }); n != 0 {
-		t.Errorf("RateLimitKey allocates %v", n)
-	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { RateLimitKey(a) }), "RateLimitKey allocates")
 }

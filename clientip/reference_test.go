@@ -1,7 +1,6 @@
 package clientip
 
 import (
-	"errors"
 	"net/http"
 	"net/netip"
 	"regexp"
@@ -16,7 +15,7 @@ import (
 
 type refHop struct {
 	addr netip.Addr
-	fail failure
+	fail Reason
 	text string
 }
 
@@ -26,21 +25,21 @@ func refParseListAddr(s string) refHop {
 	canon := func(a netip.Addr) refHop {
 		h.addr = a.Unmap()
 		if h.addr.IsUnspecified() {
-			h.fail = failUnspecified
+			h.fail = ReasonUnspecified
 		}
 		return h
 	}
 	if strings.HasPrefix(s, "[") {
 		end := strings.Index(s, "]")
 		if end < 0 {
-			h.fail = failMalformed
+			h.fail = ReasonMalformed
 			return h
 		}
 		a, err := netip.ParseAddr(s[1:end])
 		rest := s[end+1:]
 		if err != nil || !a.Is6() || a.Zone() != "" || strings.Contains(s[1:end], "%") ||
 			(rest != "" && !(strings.HasPrefix(rest, ":") && refValidPort(rest[1:]))) {
-			h.fail = failMalformed
+			h.fail = ReasonMalformed
 			return h
 		}
 		return canon(a)
@@ -53,7 +52,7 @@ func refParseListAddr(s string) refHop {
 			return canon(a)
 		}
 	}
-	h.fail = failMalformed
+	h.fail = ReasonMalformed
 	return h
 }
 
@@ -135,7 +134,7 @@ func refForwarded(lines []string) ([]refHop, bool) {
 func refForwardedElement(e string) refHop {
 	h := refHop{text: e}
 	if !reElement.MatchString(e) {
-		h.fail = failMalformed
+		h.fail = ReasonMalformed
 		return h
 	}
 	seen := map[string]bool{}
@@ -144,7 +143,7 @@ func refForwardedElement(e string) refHop {
 	for _, m := range rePairs.FindAllStringSubmatch(e, -1) {
 		name := strings.ToLower(m[1])
 		if seen[name] {
-			h.fail = failMalformed
+			h.fail = ReasonMalformed
 			return h
 		}
 		seen[name] = true
@@ -152,25 +151,16 @@ func refForwardedElement(e string) refHop {
 			node, found = m[2], true
 		}
 	}
-	if len(seen) > maxParams {
-		h.fail = failMalformed
+	if len(seen) > 16 { // documented bound: more than 16 parameters is malformed
+		h.fail = ReasonMalformed
 		return h
 	}
 	if !found {
-		h.fail = failUnknown
+		h.fail = ReasonUnknownHop
 		return h
 	}
 	if strings.HasPrefix(node, `"`) {
-		node = node[1 : len(node)-1]
-		if len(node) > maxNode {
-			h.fail = failMalformed
-			return h
-		}
-		node = reQuotedPair.ReplaceAllString(node, "$1")
-	}
-	if len(node) > maxNode {
-		h.fail = failMalformed
-		return h
+		node = reQuotedPair.ReplaceAllString(node[1:len(node)-1], "$1")
 	}
 	portOK := func(p string) bool { return p == "" || strings.HasPrefix(p, "_") || refValidPort(p) }
 	switch {
@@ -178,38 +168,38 @@ func refForwardedElement(e string) refHop {
 		m := reNodeV6.FindStringSubmatch(node)
 		a, err := netip.ParseAddr(m[1])
 		if err != nil || !a.Is6() || a.Zone() != "" || strings.Contains(m[1], "%") || !portOK(m[2]) {
-			h.fail = failMalformed
+			h.fail = ReasonMalformed
 			return h
 		}
 		h.addr = a.Unmap()
 	case reNodeUnknown.MatchString(node):
 		if !portOK(reNodeUnknown.FindStringSubmatch(node)[1]) {
-			h.fail = failMalformed
+			h.fail = ReasonMalformed
 		} else {
-			h.fail = failUnknown
+			h.fail = ReasonUnknownHop
 		}
 		return h
 	case reNodeObf.MatchString(node):
 		if !portOK(reNodeObf.FindStringSubmatch(node)[1]) {
-			h.fail = failMalformed
+			h.fail = ReasonMalformed
 		} else {
-			h.fail = failUnknown
+			h.fail = ReasonUnknownHop
 		}
 		return h
 	case reNodeV4.MatchString(node):
 		m := reNodeV4.FindStringSubmatch(node)
 		a, err := netip.ParseAddr(m[1])
 		if err != nil || !a.Is4() || !portOK(m[2]) {
-			h.fail = failMalformed
+			h.fail = ReasonMalformed
 			return h
 		}
 		h.addr = a
 	default:
-		h.fail = failMalformed
+		h.fail = ReasonMalformed
 		return h
 	}
 	if h.addr.IsUnspecified() {
-		h.fail = failUnspecified
+		h.fail = ReasonUnspecified
 	}
 	return h
 }
@@ -219,10 +209,15 @@ type refResult struct {
 	source Source
 	hop    int
 	via    netip.Addr
-	fail   failure
+	header string
+	fail   Reason
 }
 
-// refResolve is the model of Resolve.
+// refResolve is the model of Resolve, written from the package's
+// documentation: the chain is built as a list of hops, then walked from the
+// socket peer outward, each hop checked for its position (MaxHops), then its
+// content, then trust; the header's shape (size, unclosed quote, several
+// values in a single-address header) is judged when the walk reaches it.
 func refResolve(cfg Config, t Transport, h http.Header) refResult {
 	maxHops := cfg.MaxHops
 	if maxHops == 0 {
@@ -233,144 +228,153 @@ func refResolve(cfg Config, t Transport, h http.Header) refResult {
 		maxBytes = DefaultMaxHeaderBytes
 	}
 	count := cfg.TrustedHops > 0
-	trusted := func(a netip.Addr) bool {
-		for _, p := range cfg.TrustedProxies.Prefixes() {
+	inSet := func(set PrefixSet, a netip.Addr) bool {
+		for _, p := range set.Prefixes() {
 			if p.Contains(a) {
 				return true
 			}
 		}
 		return false
 	}
-	done := func(r refResult) refResult {
-		if r.fail == ok {
-			for _, p := range cfg.Masquerade.Prefixes() {
-				if p.Contains(r.client) {
-					r.fail = failMasqueraded
-				}
-			}
-		}
-		return r
-	}
-
-	// Hop 0.
-	var cur netip.Addr
-	if t.Peer.Addr().IsValid() {
-		p := t.Peer.Addr().Unmap().WithZone("")
-		if p.IsUnspecified() {
-			return refResult{fail: failUnspecified}
-		}
-		isTrusted := trusted(p)
-		if count && cfg.TrustedProxies.Len() == 0 {
-			isTrusted = true
-		}
-		if !isTrusted {
-			return done(refResult{client: p, source: SourceSocket})
-		}
-		cur = p
-	} else if !cfg.TrustUnixSocket {
-		return refResult{fail: failNoAddress}
-	}
-	pos := 0
-	isClient := func(a netip.Addr) bool {
-		if count {
-			return pos == cfg.TrustedHops
-		}
-		return !trusted(a)
-	}
-
-	// Hop 1: PROXY.
-	if t.Proxy.Addr().IsValid() {
-		pos = 1
-		a := t.Proxy.Addr().WithZone("").Unmap()
-		if a.IsUnspecified() {
-			return refResult{hop: pos, fail: failUnspecified}
-		}
-		if isClient(a) {
-			return done(refResult{client: a, source: SourceProxyProtocol, hop: pos, via: cur})
-		}
-		cur = a
-	}
-
-	// Header.
 	name := ""
 	if cfg.Header != "" {
 		name = http.CanonicalHeaderKey(cfg.Header)
 	}
+	src := SourceHeader
+	switch name {
+	case "X-Forwarded-For":
+		src = SourceXForwardedFor
+	case "Forwarded":
+		src = SourceForwarded
+	}
+
+	// Hop 0.
+	peer := t.Peer.Addr().Unmap().WithZone("")
+	switch {
+	case !t.Peer.Addr().IsValid() && !cfg.TrustUnixSocket:
+		return refResult{fail: ReasonNoAddress}
+	case peer.IsUnspecified():
+		return refResult{fail: ReasonUnspecified}
+	case peer.IsValid() && !(count && cfg.TrustedProxies.Len() == 0) && !inSet(cfg.TrustedProxies, peer):
+		r := refResult{client: peer, source: SourceSocket}
+		if inSet(cfg.Masquerade, peer) {
+			r.fail = ReasonMasqueraded
+		}
+		return r
+	}
+
+	// The hops outside the peer: the PROXY source, then the header's entries.
+	type hop struct {
+		refHop
+		src Source
+	}
+	var hops []hop
+	base := 0 // the position of the outermost transport layer
+	if t.Proxy.Addr().IsValid() {
+		a := t.Proxy.Addr().WithZone("").Unmap()
+		hp := hop{refHop{addr: a}, SourceProxyProtocol}
+		if a.IsUnspecified() {
+			hp.fail = ReasonUnspecified
+		}
+		hops, base = append(hops, hp), 1
+	}
+	headerAt := len(hops) // index in hops of the header's first entry
 	lines := h[name]
-	if name != "" && len(lines) > 0 {
-		size := 0
-		for _, l := range lines {
-			size += len(l) + 1
+
+	path := []netip.Addr{peer} // the addresses stepped over, from hop 0
+	fail := func(pos int, f Reason) refResult {
+		r := refResult{hop: pos, fail: f}
+		if pos > base {
+			r.header = name
 		}
-		if size > maxBytes {
-			return refResult{hop: pos + 1, fail: failTooLarge}
-		}
-		var hops []refHop
-		src := SourceHeader
-		switch name {
-		case "X-Forwarded-For":
-			hops, src = refXFF(lines), SourceXForwardedFor
-		case "Forwarded":
-			var okq bool
-			if hops, okq = refForwarded(lines); !okq {
-				return refResult{hop: pos + 1, fail: failMalformed}
-			}
-			src = SourceForwarded
-		default:
-			v := strings.Trim(lines[0], " \t")
-			switch {
-			case len(lines) > 1 || strings.Contains(v, ","):
-				return refResult{hop: pos + 1, fail: failMultiple}
-			case v == "":
-				return refResult{hop: pos + 1, fail: failMalformed}
-			}
-			hops = []refHop{refParseListAddr(v)}
-		}
-		for _, hp := range hops {
-			pos++
-			if pos > maxHops {
-				return refResult{hop: pos, fail: failTooMany}
-			}
-			if hp.fail != ok {
-				return refResult{hop: pos, fail: hp.fail}
-			}
-			if isClient(hp.addr) {
-				return done(refResult{client: hp.addr, source: src, hop: pos, via: cur})
-			}
-			cur = hp.addr
-		}
+		return r
 	}
-	for _, p := range cfg.Masquerade.Prefixes() {
-		if cur.IsValid() && p.Contains(cur) {
-			src := SourceHeader
-			switch {
-			case pos == 0:
-				src = SourceSocket
-			case pos == 1 && t.Proxy.Addr().IsValid():
-				src = SourceProxyProtocol
-			case name == "X-Forwarded-For":
-				src = SourceXForwardedFor
-			case name == "Forwarded":
-				src = SourceForwarded
+	for i := 0; ; i++ {
+		pos := i + 1
+		if i == headerAt && name != "" && len(lines) > 0 {
+			// The header's shape, judged as the walk reaches it.
+			size := 0
+			for _, l := range lines {
+				size += len(l) + 1
 			}
-			return refResult{client: cur, source: src, hop: pos, fail: failMasqueraded}
+			if size > maxBytes {
+				return fail(pos, ReasonHeaderTooLarge)
+			}
+			var entries []refHop
+			switch name {
+			case "X-Forwarded-For":
+				entries = refXFF(lines)
+			case "Forwarded":
+				var closed bool
+				if entries, closed = refForwarded(lines); !closed {
+					return fail(pos, ReasonMalformed)
+				}
+			default:
+				v := strings.Trim(lines[0], " \t")
+				if len(lines) > 1 || strings.Contains(v, ",") {
+					return fail(pos, ReasonMultipleValues)
+				}
+				entries = []refHop{refParseListAddr(v)}
+				if v == "" {
+					entries[0].fail = ReasonMalformed
+				}
+			}
+			for _, e := range entries {
+				hops = append(hops, hop{e, src})
+			}
 		}
+		if i == len(hops) {
+			break
+		}
+		hp := hops[i]
+		switch {
+		case pos > maxHops:
+			return fail(pos, ReasonTooManyHops)
+		case hp.fail != ReasonNone:
+			return fail(pos, hp.fail)
+		case count && pos == cfg.TrustedHops, !count && !inSet(cfg.TrustedProxies, hp.addr):
+			r := refResult{client: hp.addr, source: hp.src, hop: pos, via: path[len(path)-1]}
+			if hp.src.FromHeader() {
+				r.header = name
+			}
+			if inSet(cfg.Masquerade, hp.addr) {
+				r.fail = ReasonMasqueraded
+			}
+			return r
+		}
+		path = append(path, hp.addr)
 	}
+
+	// Every hop was stepped over.
+	pos := len(path) - 1
+	last := path[pos]
+	r := refResult{hop: pos, via: last, fail: ReasonAllTrusted}
 	if count {
-		return refResult{hop: pos, via: cur, fail: failTooFew}
+		r.fail = ReasonTooFewHops
 	}
-	return refResult{hop: pos, via: cur, fail: failAllTrusted}
+	if pos > base {
+		r.header = name
+	}
+	if last.IsValid() && inSet(cfg.Masquerade, last) {
+		r.client, r.fail, r.via = last, ReasonMasqueraded, netip.Addr{}
+		switch {
+		case pos == 0:
+			r.source = SourceSocket
+		case pos == base:
+			r.source, r.via = SourceProxyProtocol, path[pos-1]
+		default:
+			r.source, r.via = src, path[pos-1]
+		}
+	}
+	return r
 }
 
-// failureOf maps an error from Resolve back to its failure code.
-func failureOf(err error) failure {
-	if err == nil {
-		return ok
-	}
-	for f, e := range failureErrors {
-		if e != nil && errors.Is(err, e) {
-			return failure(f)
-		}
+// failureOf maps an error from Resolve back to its Reason, and any error
+// that is not a resolution failure to an invalid Reason, so that it never
+// agrees with the model.
+func failureOf(err error) Reason {
+	if r := ReasonOf(err); r != ReasonNone || err == nil {
+		return r
 	}
 	return 255
 }

@@ -54,9 +54,13 @@ type Config struct {
 	// is ever read. "" (the default) reads no header: the chain is the socket
 	// peer and the PROXY source.
 	//
+	// A Forwarded element the walk reads may have at most 16 parameters
+	// (RFC 7239 sets no limit; see the package documentation); more is
+	// ErrMalformed.
+	//
 	// A single-address header is believed only from a trusted hop and must
 	// appear exactly once, holding one address: a second instance or a list is
-	// ErrMultipleValues. An edge that sets such a header overwrites it, so a
+	// ErrMultipleValues, and an empty value is ErrMalformed. An edge that sets such a header overwrites it, so a
 	// second value can only come from a client, and neither first nor last can
 	// be picked safely without knowing which proxy appended which.
 	Header string
@@ -69,8 +73,8 @@ type Config struct {
 	Masquerade PrefixSet
 
 	// MaxHops bounds the length of the walk, counted like TrustedHops. A chain
-	// that would need more is ErrTooManyHops. Zero means DefaultMaxHops; at
-	// most 64.
+	// that would need more is ErrTooManyHops, and a hop beyond the bound is
+	// never read. Zero means DefaultMaxHops; at most 64.
 	MaxHops int
 
 	// MaxHeaderBytes bounds the size of the configured header over all of its
@@ -92,6 +96,7 @@ const (
 // Resolver resolves client addresses under one [Config]. It is immutable and
 // safe for concurrent use.
 type Resolver struct {
+	cfg       Config // as validated, for Config
 	trusted   PrefixSet
 	masq      PrefixSet
 	hops      int
@@ -153,6 +158,8 @@ func New(cfg Config) (*Resolver, error) {
 			return nil, fmt.Errorf("%w: Header %q is set but no proxy is trusted to deliver it (set TrustedProxies, TrustedHops or TrustUnixSocket)", ErrInvalidConfig, r.header)
 		}
 	}
+	r.cfg = cfg
+	r.cfg.Header, r.cfg.MaxHops, r.cfg.MaxHeaderBytes = r.header, r.maxHops, r.maxBytes
 	return r, nil
 }
 
@@ -165,11 +172,12 @@ func MustNew(cfg Config) *Resolver {
 	return r
 }
 
-// Header returns the canonical name of the header r reads, or "".
-func (r *Resolver) Header() string { return r.header }
-
-// TrustedProxies returns r's trusted set.
-func (r *Resolver) TrustedProxies() PrefixSet { return r.trusted }
+// Config returns the configuration r was built from, as [New] validated it:
+// MaxHops and MaxHeaderBytes hold the limits in force (their defaults when
+// zero was given) and Header is in canonical form ("X-Forwarded-For"). The
+// prefix sets are immutable values, so the copy shares nothing that can
+// change r.
+func (r *Resolver) Config() Config { return r.cfg }
 
 // Resolve walks the chain of one connection's transport t and, for HTTP, its
 // headers h (nil for protocols without headers) and returns the client with its
@@ -197,12 +205,12 @@ func (r *Resolver) Resolve(t Transport, h http.Header) (res Result, err error) {
 func (r *Resolver) resolve(res *Result, t *Transport, h http.Header) error {
 	f, val := r.walk(res, t, h)
 	switch f {
-	case ok:
+	case ReasonNone:
 		return nil
-	case failMasqueraded:
+	case ReasonMasqueraded:
 		return ErrMasqueraded
 	}
-	return &ChainError{Hop: res.Hop, Header: res.Header, Value: val, Err: failureErrors[f]}
+	return &ChainError{Hop: res.Hop, Header: res.Header, Value: val, Err: f.Err()}
 }
 
 // ResolveRequest resolves the client of an HTTP request. The transport is
@@ -249,21 +257,21 @@ func (r *Resolver) client(a netip.Addr, pos int) bool {
 	return !r.trusted.containsCanon(a)
 }
 
-func (r *Resolver) found(res *Result, a netip.Addr, src Source, pos int, via netip.Addr) failure {
+func (r *Resolver) found(res *Result, a netip.Addr, src Source, pos int, via netip.Addr) Reason {
 	res.Client, res.Source, res.Hop, res.Via = a, src, pos, via
 	if src.FromHeader() {
 		res.Header = r.header
 	}
 	if r.masq.list != nil && r.masq.containsCanon(a) {
 		res.Masqueraded = true
-		return failMasqueraded
+		return ReasonMasqueraded
 	}
-	return ok
+	return ReasonNone
 }
 
 // walk fills res and reports how the walk ended; on failure it also returns
 // the offending header entry.
-func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (failure, string) {
+func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (Reason, string) {
 	res.Peer, res.Proxy = t.Peer, t.Proxy
 
 	// Hop 0: the socket peer.
@@ -273,14 +281,14 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (failure, stri
 			pa = pa.Unmap().WithZone("")
 		}
 		if pa.IsUnspecified() {
-			return failUnspecified, ""
+			return ReasonUnspecified, ""
 		}
 		var trusted bool
 		switch {
 		case r.hops > 0 && r.trusted.Len() == 0:
 			trusted = true
 		case pa.Is4():
-			trusted = r.trusted.v4 != nil && r.trusted.v4.contains4(as4(pa))
+			trusted = r.trusted.contains4(as4(pa)) // containsCanon without a call
 		default:
 			trusted = r.trusted.containsCanon(pa)
 		}
@@ -289,7 +297,7 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (failure, stri
 		}
 		cur = pa
 	} else if !r.trustUnix {
-		return failNoAddress, ""
+		return ReasonNoAddress, ""
 	}
 	pos := 0
 
@@ -297,7 +305,7 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (failure, stri
 	if pa := t.Proxy.Addr(); pa.IsValid() {
 		pos = 1
 		a, f := canonical(pa.WithZone(""))
-		if f != ok {
+		if f != ReasonNone {
 			res.Hop = pos
 			return f, ""
 		}
@@ -309,15 +317,15 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (failure, stri
 
 	// The header's entries, from the right.
 	if r.kind == headerNone {
-		return r.exhausted(res, pos, cur)
+		return r.exhausted(res, pos, cur, nil)
 	}
 	lines := h[r.header]
 	res.Via = cur // handed to the header walk; set again when the walk ends
 	switch {
 	case len(lines) == 0:
-		return r.exhausted(res, pos, cur)
+		return r.exhausted(res, pos, cur, nil)
 	case !withinBudget(lines, r.maxBytes):
-		return r.fail(res, pos+1, failTooLarge, "")
+		return r.fail(res, pos+1, ReasonHeaderTooLarge, "")
 	case r.kind == headerXFF:
 		return r.walkXFF(res, lines, pos)
 	case r.kind == headerForwarded:
@@ -327,58 +335,113 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (failure, stri
 }
 
 // fail records where a header walk failed.
-func (r *Resolver) fail(res *Result, pos int, f failure, entry string) (failure, string) {
+func (r *Resolver) fail(res *Result, pos int, f Reason, entry string) (Reason, string) {
 	res.Hop, res.Header, res.Via = pos, r.header, netip.Addr{}
 	return f, entry
 }
 
-// walkSingle continues the walk over a single-address header.
-func (r *Resolver) walkSingle(res *Result, lines []string, pos int) (failure, string) {
+// walkSingle continues the walk over a single-address header. The header's
+// shape is judged first (one line, no list), then its one hop like any other:
+// its position against MaxHops, then its content.
+func (r *Resolver) walkSingle(res *Result, lines []string, pos int) (Reason, string) {
 	cur := res.Via // the hop last stepped over
 	pos++
 	e := trimOWS(lines[0])
 	switch {
 	case len(lines) > 1:
-		return r.fail(res, pos, failMultiple, lines[1])
-	case e == "":
-		return r.fail(res, pos, failMalformed, e)
+		return r.fail(res, pos, ReasonMultipleValues, lines[1])
 	case strings.IndexByte(e, ',') >= 0:
-		return r.fail(res, pos, failMultiple, e)
+		return r.fail(res, pos, ReasonMultipleValues, e)
 	case pos > r.maxHops:
-		return r.fail(res, pos, failTooMany, "")
+		return r.fail(res, pos, ReasonTooManyHops, "")
+	case e == "":
+		return r.fail(res, pos, ReasonMalformed, e)
 	}
 	a, f := parseListAddr(e)
-	if f != ok {
+	if f != ReasonNone {
 		return r.fail(res, pos, f, e)
 	}
 	if r.client(a, pos) {
 		return r.found(res, a, r.source, pos, cur), ""
 	}
-	res.Header = r.header
-	return r.exhausted(res, pos, a)
+	return r.exhausted(res, pos, a, lines)
 }
 
-// exhausted ends a walk in which every hop was trusted. When the last hop
-// stepped over is a masquerading node (a node address trusted to deliver
-// PROXY headers under externalTrafficPolicy: Cluster, reached by a connection
-// that node masqueraded), the client was lost to masquerading, which says more
-// than ErrAllTrusted.
-func (r *Resolver) exhausted(res *Result, pos int, cur netip.Addr) (failure, string) {
-	res.Hop, res.Via = pos, cur
-	if cur.IsValid() && r.masq.list != nil && r.masq.containsCanon(cur) {
-		res.Client, res.Via, res.Masqueraded = cur, netip.Addr{}, true
-		switch {
-		case pos == 0:
-			res.Source = SourceSocket
-		case pos == 1 && res.Proxy.Addr().IsValid():
-			res.Source = SourceProxyProtocol
-		default:
-			res.Source, res.Header = r.source, r.header
+// exhausted ends a walk that stepped over every hop up to pos, cur being the
+// last of them; lines are the configured header's. Hop pos is a header entry
+// when it lies beyond the transport's layers, and only then does res name the
+// header.
+//
+// When cur is a masquerading node (a node address trusted to deliver PROXY
+// headers under externalTrafficPolicy: Cluster, reached by a connection that
+// node masqueraded), the client was lost to masquerading, which says more than
+// ErrAllTrusted or ErrTooFewHops: the node is returned as a flagged Client,
+// with the hop that reported it in Via.
+func (r *Resolver) exhausted(res *Result, pos int, cur netip.Addr, lines []string) (Reason, string) {
+	res.Hop, res.Via, res.Header = pos, cur, ""
+	base := 0 // the position of the outermost transport layer
+	if res.Proxy.Addr().IsValid() {
+		base = 1
+	}
+	if pos > base {
+		res.Header = r.header
+	}
+	if !cur.IsValid() || r.masq.list == nil || !r.masq.containsCanon(cur) {
+		if r.hops > 0 {
+			return ReasonTooFewHops, ""
 		}
-		return failMasqueraded, ""
+		return ReasonAllTrusted, ""
 	}
-	if r.hops > 0 {
-		return failTooFew, ""
+	res.Client, res.Masqueraded = cur, true
+	switch {
+	case pos == 0:
+		res.Source, res.Via = SourceSocket, netip.Addr{}
+	case pos == base:
+		res.Source, res.Via = SourceProxyProtocol, canonicalHop(res.Peer.Addr())
+	case pos-1 == base:
+		// The header's one entry, reported by the outermost transport layer.
+		res.Source, res.Via = r.source, canonicalHop(res.Peer.Addr())
+		if base == 1 {
+			res.Via = canonicalHop(res.Proxy.Addr())
+		}
+	default:
+		// The header's leftmost entry, reported by the one to its right.
+		res.Source, res.Via = r.source, r.secondEntry(lines)
 	}
-	return failAllTrusted, ""
+	return ReasonMasqueraded, ""
+}
+
+// canonicalHop returns a transport layer's address as the walk reads it:
+// unmapped, without a zone, and invalid for a Unix peer.
+func canonicalHop(a netip.Addr) netip.Addr {
+	if !a.IsValid() {
+		return a
+	}
+	return a.Unmap().WithZone("")
+}
+
+// secondEntry returns the address of the second entry from the left of a
+// header whose entries the walk has read and found valid: the hop that
+// reported the leftmost. It is only used when a walk ends on a masquerading
+// node, so it reads the header again rather than slow the walk down.
+func (r *Resolver) secondEntry(lines []string) netip.Addr {
+	if r.kind == headerForwarded {
+		var ring fwdRing
+		ring.scan(lines)
+		a, _ := parseForwardedElement(ring.element(lines, ring.n-2))
+		return a
+	}
+	n := 0
+	for _, l := range lines {
+		for e := range strings.SplitSeq(l, ",") {
+			if e = trimOWS(e); e == "" {
+				continue
+			}
+			if n++; n == 2 {
+				a, _ := parseListAddr(e)
+				return a
+			}
+		}
+	}
+	return netip.Addr{}
 }

@@ -3,11 +3,15 @@ package clientip
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var (
@@ -47,46 +51,38 @@ func runResolveCases(t *testing.T, tests []resolveCase) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := New(tc.cfg)
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
+			require.NoError(t, err)
 			res, err := r.Resolve(tc.t, tc.h)
 			if tc.wantErr != nil {
-				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("err = %v, want %v (result %v)", err, tc.wantErr, res)
-				}
-				if !errors.Is(tc.wantErr, ErrMasqueraded) && res.Client.IsValid() {
-					t.Errorf("failed result names a client: %v", res)
+				require.ErrorIs(t, err, tc.wantErr, "result %v", res)
+				if !errors.Is(tc.wantErr, ErrMasqueraded) {
+					assert.False(t, res.Client.IsValid(), "failed result names a client: %v", res)
 				}
 				walked := errors.Is(tc.wantErr, ErrAllTrusted) || errors.Is(tc.wantErr, ErrTooFewHops) || errors.Is(tc.wantErr, ErrMasqueraded)
-				if !walked && res.Via.IsValid() {
-					t.Errorf("failed result has Via %v", res.Via)
+				if !walked {
+					assert.False(t, res.Via.IsValid(), "failed result has Via: %v", res)
 				}
-			} else if err != nil {
-				t.Fatalf("unexpected error %v (result %v)", err, res)
+			} else {
+				require.NoError(t, err, "result %v", res)
 			}
-			if res.Client != addr(tc.want) {
-				t.Errorf("client = %v, want %v (%v)", res.Client, tc.want, res)
+			assert.Equal(t, addr(tc.want), res.Client, "client")
+			if tc.want != "" {
+				assert.Equal(t, tc.src, res.Source, "source")
 			}
-			if tc.want != "" && res.Source != tc.src {
-				t.Errorf("source = %v, want %v", res.Source, tc.src)
+			assert.Equal(t, tc.hop, res.Hop, "hop")
+			if tc.via != "" {
+				assert.Equal(t, addr(tc.via), res.Via, "via")
 			}
-			if res.Hop != tc.hop {
-				t.Errorf("hop = %d, want %d", res.Hop, tc.hop)
-			}
-			if tc.via != "" && res.Via != addr(tc.via) {
-				t.Errorf("via = %v, want %v", res.Via, tc.via)
-			}
-			if res.Peer != tc.t.Peer || res.Proxy != tc.t.Proxy {
-				t.Errorf("layers = %v / %v, want %v / %v", res.Peer, res.Proxy, tc.t.Peer, tc.t.Proxy)
-			}
-			// The model agrees.
-			m := refResolve(tc.cfg, tc.t, tc.h)
-			if m.fail != failureOf(err) || m.client != res.Client || m.hop != res.Hop {
-				t.Errorf("reference walker: %+v; Resolve: %v, %v", m, res, err)
-			}
+			assert.Equal(t, tc.t.Peer, res.Peer, "socket layer")
+			assert.Equal(t, tc.t.Proxy, res.Proxy, "PROXY layer")
+			assert.Equal(t, refResolve(tc.cfg, tc.t, tc.h), modelOf(res, err), "the reference walker disagrees")
 		})
 	}
+}
+
+// modelOf is a Result and its error in the reference walker's terms.
+func modelOf(res Result, err error) refResult {
+	return refResult{client: res.Client, source: res.Source, hop: res.Hop, via: res.Via, header: res.Header, fail: failureOf(err)}
 }
 
 func TestResolveSocketAndProxy(t *testing.T) {
@@ -341,6 +337,143 @@ func TestResolveLimits(t *testing.T) {
 	})
 }
 
+// TestResolveDocumentedRules pins, with the whole Result, each rule the
+// package documents where an independent reference walker written from the
+// documentation once disagreed with the code (issue 17 §2).
+func TestResolveDocumentedRules(t *testing.T) {
+	T := private10
+	peer := ap("10.0.0.1:40000")
+	viaLB := Transport{Peer: peer, Proxy: ap("10.0.0.2:5000")}
+	node9 := MustParsePrefixSet("10.0.0.9")
+	params := func(n int) string { // a for= pair and n-1 more
+		var b strings.Builder
+		b.WriteString("for=192.0.2.1")
+		for i := 1; i < n; i++ {
+			fmt.Fprintf(&b, ";p%d=v", i)
+		}
+		return b.String()
+	}
+	letters := func(n int) string { return strings.Repeat("x", n) }
+	escaped := func(s string) string { // every byte as a quoted-pair
+		var b strings.Builder
+		for i := 0; i < len(s); i++ {
+			b.WriteByte('\\')
+			b.WriteByte(s[i])
+		}
+		return b.String()
+	}
+	xri := func(v ...string) http.Header { return http.Header{"X-Real-Ip": v} }
+	tests := []struct {
+		name    string
+		cfg     Config
+		t       Transport
+		h       http.Header
+		want    Result
+		wantErr error
+	}{
+		// A Forwarded element may have at most 16 parameters: a documented
+		// bound, since RFC 7239 sets none.
+		{name: "Forwarded element with 16 parameters resolves", cfg: fwdCfg(), t: proxyPeer, h: fwd(params(16)),
+			want: Result{Client: addr("192.0.2.1"), Via: peer.Addr(), Peer: peer, Header: "Forwarded", Hop: 1, Source: SourceForwarded}},
+		{name: "Forwarded element with 17 parameters is ErrMalformed (documented bound; RFC 7239 sets none)", cfg: fwdCfg(), t: proxyPeer, h: fwd(params(17)),
+			want: Result{Peer: peer, Header: "Forwarded", Hop: 1}, wantErr: ErrMalformed},
+		{name: "a 17th parameter beyond the client is never read", cfg: fwdCfg(), t: proxyPeer, h: fwd(params(17), "for=198.51.100.7"),
+			want: Result{Client: addr("198.51.100.7"), Via: peer.Addr(), Peer: peer, Header: "Forwarded", Hop: 1, Source: SourceForwarded}},
+
+		// The kind of a node decides, not its length (RFC 7239 §6.3 sets no
+		// length on obfuscated identifiers).
+		{name: "obfuscated node of 127 letters is ErrUnknownHop", cfg: fwdCfg(), t: proxyPeer, h: fwd("for=_" + letters(127)),
+			want: Result{Peer: peer, Header: "Forwarded", Hop: 1}, wantErr: ErrUnknownHop},
+		{name: "obfuscated node of 128 letters is ErrUnknownHop too", cfg: fwdCfg(), t: proxyPeer, h: fwd("for=_" + letters(128)),
+			want: Result{Peer: peer, Header: "Forwarded", Hop: 1}, wantErr: ErrUnknownHop},
+		{name: "quoted obfuscated node of 1000 letters with an obfuscated port is ErrUnknownHop", cfg: fwdCfg(), t: proxyPeer,
+			h: fwd(`for="_` + letters(1000) + `:_` + letters(1000) + `"`), want: Result{Peer: peer, Header: "Forwarded", Hop: 1}, wantErr: ErrUnknownHop},
+		{name: "obfuscated node written as 200 quoted-pairs is ErrUnknownHop", cfg: fwdCfg(), t: proxyPeer,
+			h: fwd(`for="` + escaped("_"+letters(199)) + `"`), want: Result{Peer: peer, Header: "Forwarded", Hop: 1}, wantErr: ErrUnknownHop},
+		{name: "an address with a 200-byte obfuscated port resolves", cfg: fwdCfg(), t: proxyPeer,
+			h:    fwd(`for="[2001:db8::7]:_` + letters(199) + `"`),
+			want: Result{Client: addr("2001:db8::7"), Via: peer.Addr(), Peer: peer, Header: "Forwarded", Hop: 1, Source: SourceForwarded}},
+		{name: "an address and a 200-byte obfuscated port, all quoted-pairs, resolves", cfg: fwdCfg(), t: proxyPeer,
+			h:    fwd(`for="` + escaped("192.0.2.60:_"+letters(199)) + `"`),
+			want: Result{Client: addr("192.0.2.60"), Via: peer.Addr(), Peer: peer, Header: "Forwarded", Hop: 1, Source: SourceForwarded}},
+		{name: "a long node with a byte no identifier may hold is ErrMalformed", cfg: fwdCfg(), t: proxyPeer,
+			h: fwd(`for="_` + letters(200) + `%"`), want: Result{Peer: peer, Header: "Forwarded", Hop: 1}, wantErr: ErrMalformed},
+		{name: "a long escaped port that is not an identifier is ErrMalformed", cfg: fwdCfg(), t: proxyPeer,
+			h: fwd(`for="` + escaped("192.0.2.60:"+letters(200)) + `"`), want: Result{Peer: peer, Header: "Forwarded", Hop: 1}, wantErr: ErrMalformed},
+
+		// With ErrMasqueraded, Via is the hop that reported the node, as for
+		// any client.
+		{name: "masquerading PROXY source stepped over last: Via is the socket peer that reported it",
+			cfg: Config{TrustedProxies: T, Masquerade: node9}, t: Transport{Peer: peer, Proxy: ap("10.0.0.9:5000")},
+			want:    Result{Client: addr("10.0.0.9"), Via: peer.Addr(), Peer: peer, Proxy: ap("10.0.0.9:5000"), Hop: 1, Source: SourceProxyProtocol, Masqueraded: true},
+			wantErr: ErrMasqueraded},
+		{name: "masquerading leftmost X-Forwarded-For entry: Via is the entry that reported it",
+			cfg: Config{TrustedProxies: T, Header: "X-Forwarded-For", Masquerade: node9}, t: proxyPeer, h: xff("10.0.0.9", " , 10.0.0.2,"),
+			want:    Result{Client: addr("10.0.0.9"), Via: addr("10.0.0.2"), Peer: peer, Header: "X-Forwarded-For", Hop: 2, Source: SourceXForwardedFor, Masqueraded: true},
+			wantErr: ErrMasqueraded},
+		{name: "masquerading only X-Forwarded-For entry: Via is the socket peer",
+			cfg: Config{TrustedProxies: T, Header: "X-Forwarded-For", Masquerade: node9}, t: proxyPeer, h: xff("10.0.0.9"),
+			want:    Result{Client: addr("10.0.0.9"), Via: peer.Addr(), Peer: peer, Header: "X-Forwarded-For", Hop: 1, Source: SourceXForwardedFor, Masqueraded: true},
+			wantErr: ErrMasqueraded},
+		{name: "masquerading leftmost Forwarded element: Via is the element that reported it",
+			cfg: Config{TrustedProxies: T, Header: "Forwarded", Masquerade: node9}, t: viaLB, h: fwd(`for="10.0.0.9:80";proto=https, for=10.0.0.3`),
+			want:    Result{Client: addr("10.0.0.9"), Via: addr("10.0.0.3"), Peer: peer, Proxy: viaLB.Proxy, Header: "Forwarded", Hop: 3, Source: SourceForwarded, Masqueraded: true},
+			wantErr: ErrMasqueraded},
+
+		// Header names the header only when Hop is one of its entries; absent
+		// and present but empty do not differ.
+		{name: "masquerading PROXY source, header absent: no Header",
+			cfg: Config{TrustedProxies: T, Header: "X-Forwarded-For", Masquerade: node9}, t: Transport{Peer: peer, Proxy: ap("10.0.0.9:5000")},
+			want:    Result{Client: addr("10.0.0.9"), Via: peer.Addr(), Peer: peer, Proxy: ap("10.0.0.9:5000"), Hop: 1, Source: SourceProxyProtocol, Masqueraded: true},
+			wantErr: ErrMasqueraded},
+		{name: "masquerading PROXY source, header present but empty: no Header either",
+			cfg: Config{TrustedProxies: T, Header: "X-Forwarded-For", Masquerade: node9}, t: Transport{Peer: peer, Proxy: ap("10.0.0.9:5000")}, h: xff(" , "),
+			want:    Result{Client: addr("10.0.0.9"), Via: peer.Addr(), Peer: peer, Proxy: ap("10.0.0.9:5000"), Hop: 1, Source: SourceProxyProtocol, Masqueraded: true},
+			wantErr: ErrMasqueraded},
+		{name: "masquerading socket peer, Forwarded present but empty: no Header",
+			cfg: Config{TrustedProxies: T, Header: "Forwarded", Masquerade: MustParsePrefixSet("10.0.0.1")}, t: proxyPeer, h: fwd(""),
+			want: Result{Client: peer.Addr(), Peer: peer, Source: SourceSocket, Masqueraded: true}, wantErr: ErrMasqueraded},
+		{name: "every hop trusted, header present but empty: no Header, as when absent",
+			cfg: xffCfg(), t: proxyPeer, h: xff(""), want: Result{Via: peer.Addr(), Peer: peer}, wantErr: ErrAllTrusted},
+		{name: "every hop trusted in the header: Header names it",
+			cfg: xffCfg(), t: proxyPeer, h: xff("10.0.0.2"), want: Result{Via: addr("10.0.0.2"), Peer: peer, Header: "X-Forwarded-For", Hop: 1}, wantErr: ErrAllTrusted},
+
+		// Which error wins: the header's shape, then each hop's position
+		// against MaxHops, then its content, then trust.
+		{name: "MaxHops reached by the PROXY source: an empty X-Real-IP is ErrTooManyHops",
+			cfg: Config{TrustedProxies: T, Header: "X-Real-IP", MaxHops: 1}, t: viaLB, h: xri(""),
+			want: Result{Peer: peer, Proxy: viaLB.Proxy, Header: "X-Real-Ip", Hop: 2}, wantErr: ErrTooManyHops},
+		{name: "MaxHops reached by the PROXY source: a garbage X-Real-IP is ErrTooManyHops",
+			cfg: Config{TrustedProxies: T, Header: "X-Real-IP", MaxHops: 1}, t: viaLB, h: xri("x"),
+			want: Result{Peer: peer, Proxy: viaLB.Proxy, Header: "X-Real-Ip", Hop: 2}, wantErr: ErrTooManyHops},
+		{name: "MaxHops reached by the PROXY source: a list in X-Real-IP is still ErrMultipleValues (the header's shape)",
+			cfg: Config{TrustedProxies: T, Header: "X-Real-IP", MaxHops: 1}, t: viaLB, h: xri("6.6.6.6, 198.51.100.7"),
+			want: Result{Peer: peer, Proxy: viaLB.Proxy, Header: "X-Real-Ip", Hop: 2}, wantErr: ErrMultipleValues},
+		{name: "MaxHops reached by the PROXY source: a garbage X-Forwarded-For entry is ErrTooManyHops",
+			cfg: Config{TrustedProxies: T, Header: "X-Forwarded-For", MaxHops: 1}, t: viaLB, h: xff("garbage"),
+			want: Result{Peer: peer, Proxy: viaLB.Proxy, Header: "X-Forwarded-For", Hop: 2}, wantErr: ErrTooManyHops},
+		{name: "MaxHops reached by the PROXY source: an unclosed Forwarded quote is ErrMalformed (the header's shape)",
+			cfg: Config{TrustedProxies: T, Header: "Forwarded", MaxHops: 1}, t: viaLB, h: fwd(`for="198.51.100.7`),
+			want: Result{Peer: peer, Proxy: viaLB.Proxy, Header: "Forwarded", Hop: 2}, wantErr: ErrMalformed},
+		{name: "hop-count mode: a masquerading node stepped over last is ErrMasqueraded, not ErrTooFewHops",
+			cfg: Config{TrustedHops: 2, Masquerade: MustParsePrefixSet("192.0.2.0/28")}, t: Transport{Peer: ap("192.0.2.3:61000")},
+			want:    Result{Client: addr("192.0.2.3"), Peer: ap("192.0.2.3:61000"), Source: SourceSocket, Masqueraded: true},
+			wantErr: ErrMasqueraded},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := MustNew(tc.cfg).Resolve(tc.t, tc.h)
+			if tc.wantErr == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tc.wantErr)
+			}
+			assert.Equal(t, tc.want, res)
+			assert.Equal(t, refResolve(tc.cfg, tc.t, tc.h), modelOf(res, err), "the reference walker disagrees")
+		})
+	}
+}
+
 func TestNewValidation(t *testing.T) {
 	tests := []struct {
 		name string
@@ -357,33 +490,67 @@ func TestNewValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := New(tc.cfg); !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("New = %v, want ErrInvalidConfig", err)
-			}
+			_, err := New(tc.cfg)
+			assert.ErrorIs(t, err, ErrInvalidConfig)
 		})
 	}
-	if _, err := New(Config{}); err != nil {
-		t.Fatalf("zero Config: %v", err)
-	}
-	r := MustNew(Config{TrustedProxies: private10, Header: "x-forwarded-for"})
-	if r.Header() != "X-Forwarded-For" {
-		t.Errorf("Header() = %q", r.Header())
-	}
+	_, err := New(Config{})
+	require.NoError(t, err, "zero Config")
+}
+
+func TestResolverConfig(t *testing.T) {
+	cfg := Config{TrustedProxies: private10, Header: "x-forwarded-for", Masquerade: lbSet}
+	got := MustNew(cfg).Config()
+	want := cfg
+	want.Header, want.MaxHops, want.MaxHeaderBytes = "X-Forwarded-For", DefaultMaxHops, DefaultMaxHeaderBytes
+	assert.Equal(t, want, got, "the validated configuration: canonical header, limits in force")
+	// A Resolver built from its own Config is the same Resolver.
+	assert.Equal(t, got, MustNew(got).Config())
 }
 
 func TestChainError(t *testing.T) {
 	r := MustNew(xffCfg())
 	_, err := r.Resolve(proxyPeer, xff("198.51.100.7, "+strings.Repeat("x", 100)))
 	var ce *ChainError
-	if !errors.As(err, &ce) {
-		t.Fatalf("err = %T %v, want *ChainError", err, err)
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, 1, ce.Hop)
+	assert.Equal(t, "X-Forwarded-For", ce.Header)
+	assert.ErrorIs(t, ce, ErrMalformed)
+	msg := err.Error()
+	assert.Contains(t, msg, "hop 1 in X-Forwarded-For")
+	assert.LessOrEqual(t, len(msg), 160, "the hostile value is truncated: %q", msg)
+}
+
+func TestReason(t *testing.T) {
+	chain := func(e error) error { return &ChainError{Hop: 1, Err: e} }
+	for r := ReasonNone + 1; r.Err() != nil; r++ {
+		assert.Equal(t, r, ReasonOf(chain(r.Err())), "ReasonOf a ChainError wrapping %v", r.Err())
+		assert.Equal(t, r, ReasonOf(fmt.Errorf("policy: %w", chain(r.Err()))), "ReasonOf a wrapped ChainError")
+		b, err := r.MarshalText()
+		require.NoError(t, err)
+		assert.Equal(t, r.String(), string(b))
+		var back Reason
+		require.NoError(t, back.UnmarshalText(b))
+		assert.Equal(t, r, back)
 	}
-	if ce.Hop != 1 || ce.Header != "X-Forwarded-For" || !errors.Is(ce, ErrMalformed) {
-		t.Errorf("ChainError = %+v", ce)
+	assert.Equal(t, ReasonNone, ReasonOf(nil))
+	assert.Equal(t, ReasonNone, ReasonOf(ErrInvalidConfig), "not a resolution failure")
+	assert.Equal(t, ReasonNone, ReasonOf(errors.New("boom")))
+	assert.Equal(t, ReasonMasqueraded, ReasonOf(ErrMasqueraded), "Resolve returns it bare")
+	assert.Equal(t, ReasonMasqueraded, ReasonOf(errors.Join(chain(ErrMalformed), ErrMasqueraded)), "masqueraded wins")
+	assert.Nil(t, ReasonNone.Err())
+	assert.Equal(t, "Reason(200)", Reason(200).String())
+	_, err := Reason(200).MarshalText()
+	assert.Error(t, err)
+	var r Reason
+	assert.Error(t, r.UnmarshalText([]byte("Malformed")), "names are exact")
+
+	// Every sentinel Resolve can return has a Reason.
+	for _, e := range []error{ErrNoAddress, ErrMalformed, ErrUnknownHop, ErrUnspecified, ErrAllTrusted,
+		ErrTooFewHops, ErrTooManyHops, ErrHeaderTooLarge, ErrMultipleValues, ErrMasqueraded} {
+		assert.NotEqual(t, ReasonNone, ReasonOf(e), "%v has no Reason", e)
 	}
-	if msg := err.Error(); !strings.Contains(msg, "hop 1 in X-Forwarded-For") || len(msg) > 160 {
-		t.Errorf("Error() = %q: want the hop and header, and the hostile value truncated", msg)
-	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { ReasonOf(ErrAllTrusted) }), "ReasonOf allocates")
 }
 
 func TestResolveRequest(t *testing.T) {
@@ -392,114 +559,100 @@ func TestResolveRequest(t *testing.T) {
 	req.RemoteAddr = "10.0.0.1:4000"
 	req.Header.Set("X-Forwarded-For", "6.6.6.6, 198.51.100.7")
 	res, err := r.ResolveRequest(req)
-	if err != nil || res.Client != addr("198.51.100.7") || res.Peer != ap("10.0.0.1:4000") {
-		t.Fatalf("ResolveRequest = %v, %v", res, err)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, addr("198.51.100.7"), res.Client)
+	assert.Equal(t, ap("10.0.0.1:4000"), res.Peer)
 
 	t.Run("transport from the context wins over RemoteAddr (PROXY layer kept apart)", func(t *testing.T) {
 		lb := MustNew(Config{TrustedProxies: lbSet})
 		req := req.Clone(NewTransportContext(req.Context(), Transport{Peer: ap("192.0.2.10:1"), Proxy: ap("198.51.100.9:2")}))
 		req.RemoteAddr = "198.51.100.9:2" // what a PROXY-aware conn reports
 		res, err := lb.ResolveRequest(req)
-		if err != nil || res.Client != addr("198.51.100.9") || res.Source != SourceProxyProtocol || res.Peer != ap("192.0.2.10:1") {
-			t.Fatalf("got %v, %v", res, err)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, addr("198.51.100.9"), res.Client)
+		assert.Equal(t, SourceProxyProtocol, res.Source)
+		assert.Equal(t, ap("192.0.2.10:1"), res.Peer)
 	})
 	t.Run("RemoteAddr without a port", func(t *testing.T) {
 		req := req.Clone(req.Context())
 		req.RemoteAddr = "203.0.113.9"
-		if res, err := r.ResolveRequest(req); err != nil || res.Client != addr("203.0.113.9") {
-			t.Fatalf("got %v, %v", res, err)
-		}
+		res, err := r.ResolveRequest(req)
+		require.NoError(t, err)
+		assert.Equal(t, addr("203.0.113.9"), res.Client)
 	})
 	t.Run("spoof: RemoteAddr rewritten to garbage by other middleware is not a trusted unix peer (chi RealIP, GHSA-9g5q-2w5x-hmxf)", func(t *testing.T) {
 		ru := MustNew(Config{TrustUnixSocket: true, Header: "X-Forwarded-For"})
 		req := req.Clone(req.Context())
 		req.RemoteAddr = "not-an-address"
-		if _, err := ru.ResolveRequest(req); !errors.Is(err, ErrNoAddress) {
-			t.Fatalf("err = %v, want ErrNoAddress", err)
-		}
+		_, err := ru.ResolveRequest(req)
+		assert.ErrorIs(t, err, ErrNoAddress)
 	})
 	t.Run("spoof: a Unix client's socket path that reads like a trusted address is not an IP peer", func(t *testing.T) {
 		// net/http sets RemoteAddr to the path the client bound its socket to.
 		unix := context.WithValue(req.Context(), http.LocalAddrContextKey, &net.UnixAddr{Name: "/run/app.sock", Net: "unix"})
 		req := req.Clone(unix)
 		req.RemoteAddr = "10.0.0.1:9"
-		if res, err := r.ResolveRequest(req); !errors.Is(err, ErrNoAddress) || res.Peer.IsValid() {
-			t.Fatalf("untrusted Unix peer: got %v, %v; want ErrNoAddress", res, err)
-		}
+		res, err := r.ResolveRequest(req)
+		require.ErrorIs(t, err, ErrNoAddress, "untrusted Unix peer")
+		assert.False(t, res.Peer.IsValid())
 		ru := MustNew(Config{TrustUnixSocket: true, Header: "X-Forwarded-For"})
-		if res, err := ru.ResolveRequest(req); err != nil || res.Peer.IsValid() || res.Client != addr("198.51.100.7") {
-			t.Fatalf("trusted Unix peer: got %v, %v; want the header's last entry", res, err)
-		}
+		res, err = ru.ResolveRequest(req)
+		require.NoError(t, err, "trusted Unix peer")
+		assert.False(t, res.Peer.IsValid())
+		assert.Equal(t, addr("198.51.100.7"), res.Client, "the header's last entry")
 	})
 	t.Run("ResolveRequest never modifies the request", func(t *testing.T) {
 		before := req.RemoteAddr
 		r.ResolveRequest(req)
-		if req.RemoteAddr != before || req.Header.Get("X-Forwarded-For") != "6.6.6.6, 198.51.100.7" {
-			t.Fatal("request modified")
-		}
+		assert.Equal(t, before, req.RemoteAddr)
+		assert.Equal(t, "6.6.6.6, 198.51.100.7", req.Header.Get("X-Forwarded-For"))
 	})
 }
 
 func TestResolveAllocs(t *testing.T) {
 	for _, c := range benchCases() {
 		r := MustNew(c.cfg)
-		if n := testing.AllocsPerRun(100, func() { r.Resolve(c.t, c.h) }); n != 0 {
-			t.Errorf("%s: Resolve allocates %v times per run, want 0", c.name, n)
-		}
+		assert.Zero(t, testing.AllocsPerRun(100, func() { r.Resolve(c.t, c.h) }), "%s: Resolve allocates", c.name)
 	}
-	// A quoted-pair in a Forwarded node is unescaped on the stack.
+	// A quoted-pair in a Forwarded node is unescaped on the stack, also when
+	// the node is longer than the buffers.
 	r := MustNew(fwdCfg())
-	h := fwd(`for="[2001:db8::\7]:80"`)
-	if n := testing.AllocsPerRun(100, func() { r.Resolve(proxyPeer, h) }); n != 0 {
-		t.Errorf("quoted-pair: %v allocs", n)
+	for _, v := range []string{`for="[2001:db8::\7]:80"`, `for="192.0.2.60:\_` + strings.Repeat("p", 300) + `"`} {
+		h := fwd(v)
+		_, err := r.Resolve(proxyPeer, h)
+		require.NoError(t, err, v)
+		assert.Zero(t, testing.AllocsPerRun(100, func() { r.Resolve(proxyPeer, h) }), "quoted-pair %.30s…", v)
 	}
 	req, _ := http.NewRequest("GET", "http://example/", nil)
 	req.RemoteAddr = "10.0.0.1:4000"
 	req.Header.Set("X-Forwarded-For", "198.51.100.7, 10.0.0.2")
 	rx := MustNew(xffCfg())
-	if n := testing.AllocsPerRun(100, func() { rx.ResolveRequest(req) }); n != 0 {
-		t.Errorf("ResolveRequest allocates %v times per run, want 0", n)
-	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { rx.ResolveRequest(req) }), "ResolveRequest allocates")
 }
 
 func TestResultString(t *testing.T) {
 	r := MustNew(xffCfg())
 	res, _ := r.Resolve(proxyPeer, xff("198.51.100.7, 10.0.0.3"))
-	if got, want := res.String(), "198.51.100.7 from x-forwarded-for hop 2 via 10.0.0.3 (peer 10.0.0.1:40000)"; got != want {
-		t.Errorf("String() = %q, want %q", got, want)
-	}
-	if got := res.ClientAddrPort(); got != netip.AddrPortFrom(addr("198.51.100.7"), 0) {
-		t.Errorf("ClientAddrPort = %v", got)
-	}
+	assert.Equal(t, "198.51.100.7 from x-forwarded-for hop 2 via 10.0.0.3 (peer 10.0.0.1:40000)", res.String())
+	assert.Equal(t, netip.AddrPortFrom(addr("198.51.100.7"), 0), res.ClientAddrPort())
 	lb := MustNew(Config{TrustedProxies: lbSet})
 	res, _ = lb.Resolve(Transport{Peer: ap("192.0.2.10:1"), Proxy: ap("198.51.100.9:2")}, nil)
-	if got := res.ClientAddrPort(); got != ap("198.51.100.9:2") {
-		t.Errorf("ClientAddrPort from PROXY = %v", got)
-	}
+	assert.Equal(t, ap("198.51.100.9:2"), res.ClientAddrPort(), "from PROXY")
 	res, _ = MustNew(Config{}).Resolve(Transport{}, nil)
-	if got := res.String(); got != "unresolved (peer unix)" {
-		t.Errorf("unresolved String() = %q", got)
-	}
+	assert.Equal(t, "unresolved (peer unix)", res.String())
 }
 
 func TestSourceText(t *testing.T) {
 	for s := SourceNone; s <= SourceHeader; s++ {
 		b, err := s.MarshalText()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var back Source
-		if err := back.UnmarshalText(b); err != nil || back != s {
-			t.Errorf("round trip of %v: %v, %v", s, back, err)
-		}
+		require.NoError(t, back.UnmarshalText(b))
+		assert.Equal(t, s, back)
 	}
 	var s Source
-	if err := s.UnmarshalText([]byte("bogus")); err == nil {
-		t.Error("UnmarshalText accepted bogus")
-	}
-	if _, err := Source(99).MarshalText(); err == nil {
-		t.Error("MarshalText accepted 99")
-	}
+	assert.Error(t, s.UnmarshalText([]byte("bogus")))
+	_, err := Source(99).MarshalText()
+	assert.Error(t, err)
+	assert.Equal(t, "Source(99)", Source(99).String())
 }

@@ -17,8 +17,10 @@ type Result struct {
 	// resolution failed, except with ErrMasqueraded, where it names the node.
 	Client netip.Addr
 
-	// Via is the trusted hop that reported Client: the proxy nearest to it.
-	// It is invalid for SourceSocket, when that hop is a Unix socket, and when
+	// Via is the trusted hop that reported Client: the proxy nearest to it,
+	// also when Client is a masquerading node (ErrMasqueraded), whether the
+	// node was the first untrusted hop or the outermost trusted one. It is
+	// invalid for SourceSocket, when that hop is a Unix socket, and when
 	// resolution failed on an unreadable hop. With ErrAllTrusted and
 	// ErrTooFewHops it is the outermost hop the walk stepped over.
 	Via netip.Addr
@@ -31,8 +33,10 @@ type Result struct {
 	// header carried, or the zero value.
 	Proxy netip.AddrPort
 
-	// Header is the canonical name of the header Client came from, or of the
-	// header in which resolution failed; "" otherwise.
+	// Header is the canonical name of the configured header when hop Hop is
+	// one of its entries: the header Client came from, or the one in which
+	// the walk stopped. It is "" when Hop is the socket peer or the PROXY
+	// source, whether the header was absent or present but empty.
 	Header string
 
 	// Hop is Client's position in the chain counted from the socket peer (0):

@@ -1,6 +1,6 @@
 package clientip
 
-import "fmt"
+import "github.com/sourceip/sourceip/internal/enumtext"
 
 // Source says which layer of the chain a resolved address came from.
 type Source uint8
@@ -20,7 +20,7 @@ const (
 	SourceHeader
 )
 
-var sourceNames = [...]string{
+var sourceNames = []string{
 	SourceNone:          "none",
 	SourceSocket:        "socket",
 	SourceProxyProtocol: "proxy-protocol",
@@ -31,30 +31,16 @@ var sourceNames = [...]string{
 
 // String returns the Source's name: "none", "socket", "proxy-protocol",
 // "x-forwarded-for", "forwarded" or "header".
-func (s Source) String() string {
-	if int(s) < len(sourceNames) {
-		return sourceNames[s]
-	}
-	return fmt.Sprintf("Source(%d)", uint8(s))
-}
+func (s Source) String() string { return enumtext.String(sourceNames, s, "Source") }
 
-// MarshalText implements [encoding.TextMarshaler].
+// MarshalText implements [encoding.TextMarshaler] with the names String returns.
 func (s Source) MarshalText() ([]byte, error) {
-	if int(s) >= len(sourceNames) {
-		return nil, fmt.Errorf("clientip: unknown Source %d", uint8(s))
-	}
-	return []byte(sourceNames[s]), nil
+	return enumtext.Marshal(sourceNames, s, "Source", errUnknownName)
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler] for the names String returns.
 func (s *Source) UnmarshalText(text []byte) error {
-	for i, n := range sourceNames {
-		if string(text) == n {
-			*s = Source(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("clientip: unknown source %q", text)
+	return enumtext.Unmarshal(s, sourceNames, text, "Source", errUnknownName)
 }
 
 // FromHeader reports whether the address came from an HTTP header.

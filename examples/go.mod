@@ -2,7 +2,10 @@ module github.com/sourceip/sourceip/examples
 
 go 1.26.0
 
-replace github.com/sourceip/sourceip => ../
+replace (
+	github.com/sourceip/sourceip => ../
+	github.com/sourceip/sourceip/trafficpolicy/manifest => ../trafficpolicy/manifest
+)
 
 require (
 	github.com/eclipse/paho.golang v0.23.0
@@ -13,6 +16,7 @@ require (
 	github.com/nats-io/nats.go v1.56.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sourceip/sourceip v0.0.0-00010101000000-000000000000
+	github.com/sourceip/sourceip/trafficpolicy/manifest v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0

@@ -35,3 +35,7 @@ var (
 // errNoRequestResult is what CheckRequest reports for a request that did not
 // pass through the resolve middleware, built once.
 var errNoRequestResult = fmt.Errorf("%w: %w", ErrUnresolved, ErrNoResult)
+
+// errUnknownName is wrapped by MarshalText and UnmarshalText of [Outcome]
+// for a value or a name it does not know.
+var errUnknownName = errors.New("middleware: unknown name")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/sourceip/sourceip/clientip"
 )
 
@@ -31,18 +33,16 @@ func FuzzResolve(f *testing.F) {
 		f.Add(s.remote, s.xff)
 	}
 	r := testResolver(f)
-	trusted := r.TrustedProxies()
+	trusted := r.Config().TrustedProxies
 	reasons := map[string]bool{}
-	for o := OutcomeResolved; o <= OutcomeError; o++ {
-		reasons["cannot determine the client address: "+o.reason("")+"\n"] = true
-		reasons["cannot determine the client address: "+o.reason("X-Forwarded-For")+"\n"] = true
+	for o := range Outcome(len(outcomeNames)) {
+		reasons["cannot determine the client address: "+o.explain("")+"\n"] = true
+		reasons["cannot determine the client address: "+o.explain("X-Forwarded-For")+"\n"] = true
 	}
 	var got clientip.Result
 	var served bool
 	mw, err := New(Config{Resolver: r})
-	if err != nil {
-		f.Fatal(err)
-	}
+	require.NoError(f, err)
 	h := mw(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		got, served = clientip.FromContext(r.Context())
 	}))
@@ -56,33 +56,25 @@ func FuzzResolve(f *testing.F) {
 		got, served = clientip.Result{}, false
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		if req.RemoteAddr != remote || req.Context() != ctx {
-			t.Fatal("the caller's request was modified")
-		}
+		require.Equal(t, remote, req.RemoteAddr, "the caller's request was modified")
+		require.True(t, req.Context() == ctx, "the caller's request was modified")
 		switch rec.Code {
 		case http.StatusOK:
-			if !served || !got.Client.IsValid() {
-				t.Fatalf("served without a client: %v", got)
-			}
-			if trusted.Contains(got.Client) && !got.Masqueraded {
-				t.Fatalf("client %v is a trusted proxy", got.Client)
+			require.True(t, served, "served without a Result")
+			require.True(t, got.Client.IsValid(), "served without a client: %v", got)
+			if !got.Masqueraded {
+				require.False(t, trusted.Contains(got.Client), "client %v is a trusted proxy", got.Client)
 			}
 			if got.Source == clientip.SourceSocket {
-				if got.Client != got.Peer.Addr().Unmap().WithZone("") {
-					t.Fatalf("socket client %v is not the peer %v", got.Client, got.Peer)
-				}
-			} else if !containsAddr(xff, got.Client) {
-				t.Fatalf("client %v does not appear in %q", got.Client, xff)
+				require.Equal(t, got.Peer.Addr().Unmap().WithZone(""), got.Client, "a socket client is the peer")
+			} else {
+				require.True(t, containsAddr(xff, got.Client), "client %v does not appear in %q", got.Client, xff)
 			}
 		case http.StatusBadRequest:
-			if served {
-				t.Fatal("a refused request reached the handler")
-			}
-			if !reasons[rec.Body.String()] {
-				t.Fatalf("400 body %q is not one of the fixed reasons", rec.Body.String())
-			}
+			require.False(t, served, "a refused request reached the handler")
+			require.True(t, reasons[rec.Body.String()], "400 body %q is not one of the fixed reasons", rec.Body.String())
 		default:
-			t.Fatalf("status %d", rec.Code)
+			require.Failf(t, "unexpected status", "%d", rec.Code)
 		}
 	})
 }

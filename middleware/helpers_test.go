@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/sourceip/sourceip/clientip"
 )
 
@@ -20,9 +22,7 @@ func testResolver(tb testing.TB) *clientip.Resolver {
 		Header:         "X-Forwarded-For",
 		Masquerade:     clientip.MustParsePrefixSet("192.168.0.0/16"),
 	})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	return r
 }
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/internal/e2e"
 	"github.com/sourceip/sourceip/proxyproto"
@@ -24,9 +26,7 @@ import (
 func loopback(t *testing.T) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })
 	return ln
 }
@@ -39,9 +39,7 @@ func ppListener(t *testing.T) *proxyproto.Listener {
 		TrustedUpstreams:  clientip.Loopback(),
 		ReadHeaderTimeout: 5 * time.Second,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { pl.Close() })
 	return pl
 }
@@ -67,21 +65,16 @@ func dial(t *testing.T, network, address string, h *proxyproto.Header) {
 	} else {
 		c, err = net.Dial(network, address)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	if _, err := c.Write([]byte{'x'}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = c.Write([]byte{'x'})
+	require.NoError(t, err)
 }
 
 func accept(t *testing.T, ln net.Listener) net.Conn {
 	t.Helper()
 	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -118,34 +111,33 @@ func TestListener(t *testing.T) {
 				inner = loopback(t)
 			}
 			ln := NewListener(inner, tc.r)
-			if ln.Addr() != inner.Addr() {
-				t.Errorf("Addr = %v, want %v", ln.Addr(), inner.Addr())
-			}
+			assert.Equal(t, inner.Addr(), ln.Addr())
 			dial(t, "tcp", ln.Addr().String(), tc.header)
 			c := accept(t, ln)
 			res, err := ResultFromConn(c)
-			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
-				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			if tc.wantErr == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tc.wantErr)
 			}
-			if res.Client != addr(tc.want) || (tc.want != "" && res.Source != tc.src) {
-				t.Errorf("result = %v, want %s from %v", res, tc.want, tc.src)
+			assert.Equal(t, addr(tc.want), res.Client, "client")
+			if tc.want != "" {
+				assert.Equal(t, tc.src, res.Source, "source")
 			}
-			if res.Peer.Addr() != addr("127.0.0.1") || res.Peer.Port() == 0 {
-				t.Errorf("peer = %v, want the socket peer", res.Peer)
-			}
-			if tc.proxy != "" && res.Proxy.String() != tc.proxy {
-				t.Errorf("proxy = %v, want %s", res.Proxy, tc.proxy)
+			assert.Equal(t, addr("127.0.0.1"), res.Peer.Addr(), "the socket peer")
+			assert.NotZero(t, res.Peer.Port(), "the socket peer's port")
+			if tc.proxy != "" {
+				assert.Equal(t, tc.proxy, res.Proxy.String())
 			}
 			// The wrapper is transparent for the connection's own view.
 			if tc.pp {
-				if _, ok := proxyproto.FactsFromConn(c); !ok {
-					t.Error("FactsFromConn does not see through the wrapper")
-				}
+				_, ok := proxyproto.FactsFromConn(c)
+				assert.True(t, ok, "FactsFromConn does not see through the wrapper")
 			}
 			b := make([]byte, 1)
-			if _, err := io.ReadFull(c, b); err != nil || b[0] != 'x' {
-				t.Errorf("read %q, %v", b, err)
-			}
+			_, err = io.ReadFull(c, b)
+			require.NoError(t, err)
+			assert.Equal(t, byte('x'), b[0])
 		})
 	}
 }
@@ -154,13 +146,12 @@ func TestListenerNilResolver(t *testing.T) {
 	ln := NewListener(loopback(t), nil)
 	dial(t, "tcp", ln.Addr().String(), nil)
 	res, err := ResultFromConn(accept(t, ln))
-	if !errors.Is(err, ErrInvalidConfig) || res.Client.IsValid() || res.Peer.Addr() != addr("127.0.0.1") {
-		t.Errorf("ResultFromConn = %v, %v; want no client and ErrInvalidConfig", res, err)
-	}
-	p, _ := NewSourceRanges(SourceRangesConfig{Allow: clientip.Loopback()})
-	if err := p.Check(res, err); !errors.Is(err, ErrUnresolved) {
-		t.Errorf("Check = %v, want ErrUnresolved", err)
-	}
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	assert.False(t, res.Client.IsValid(), "a client without a resolver: %v", res)
+	assert.Equal(t, addr("127.0.0.1"), res.Peer.Addr())
+	p, perr := NewSourceRanges(SourceRangesConfig{Allow: clientip.Loopback()})
+	require.NoError(t, perr)
+	assert.ErrorIs(t, p.Check(res, err), ErrUnresolved)
 }
 
 func TestListenerUnix(t *testing.T) {
@@ -182,9 +173,7 @@ func TestListenerUnix(t *testing.T) {
 			ln := NewListener(inner, clientip.MustNew(tc.cfg))
 			dial(t, "unix", path, nil)
 			_, err := ResultFromConn(accept(t, ln))
-			if !errors.Is(err, tc.wantErr) {
-				t.Errorf("err = %v, want %v", err, tc.wantErr)
-			}
+			assert.ErrorIs(t, err, tc.wantErr)
 		})
 	}
 }
@@ -217,21 +206,16 @@ func TestListenerNonIPAddress(t *testing.T) {
 	// Even a resolver that trusts Unix sockets does not take "pipe" for one.
 	ln := NewListener(pl, clientip.MustNew(clientip.Config{TrustUnixSocket: true}))
 	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = ResultFromConn(c)
 	var ce *clientip.ChainError
-	if !errors.As(err, &ce) || !errors.Is(err, clientip.ErrNoAddress) || ce.Value != "pipe" {
-		t.Errorf("err = %#v, want ErrNoAddress naming the address", err)
-	}
+	require.ErrorAs(t, err, &ce)
+	assert.ErrorIs(t, err, clientip.ErrNoAddress)
+	assert.Equal(t, "pipe", ce.Value, "the error names the address")
 	// net.Pipe has no CloseWrite; the wrapper says so instead of pretending.
-	if err := c.(interface{ CloseWrite() error }).CloseWrite(); err == nil {
-		t.Error("CloseWrite on a pipe succeeded")
-	}
-	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
-		t.Errorf("Accept after close = %v, want the inner listener's error", err)
-	}
+	assert.Error(t, c.(interface{ CloseWrite() error }).CloseWrite(), "CloseWrite on a pipe succeeded")
+	_, err = ln.Accept()
+	assert.ErrorIs(t, err, net.ErrClosed, "Accept after close returns the inner listener's error")
 }
 
 func TestResultFromConnForeign(t *testing.T) {
@@ -239,35 +223,29 @@ func TestResultFromConnForeign(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	for _, c := range []net.Conn{a, tls.Server(a, &tls.Config{})} {
-		if res, err := ResultFromConn(c); !errors.Is(err, ErrNoResult) || res != (clientip.Result{}) {
-			t.Errorf("ResultFromConn(%T) = %v, %v; want ErrNoResult", c, res, err)
-		}
+		res, err := ResultFromConn(c)
+		assert.ErrorIs(t, err, ErrNoResult, "ResultFromConn(%T)", c)
+		assert.Zero(t, res, "ResultFromConn(%T)", c)
 	}
-	p, _ := NewSourceRanges(SourceRangesConfig{Allow: clientip.MustParsePrefixSet("0.0.0.0/0, ::/0")})
-	if err := p.Check(ResultFromConn(a)); !errors.Is(err, ErrUnresolved) {
-		t.Errorf("Check(ResultFromConn(foreign)) = %v, want ErrUnresolved", err)
-	}
+	p, err := NewSourceRanges(SourceRangesConfig{Allow: clientip.MustParsePrefixSet("0.0.0.0/0, ::/0")})
+	require.NoError(t, err)
+	assert.ErrorIs(t, p.Check(ResultFromConn(a)), ErrUnresolved, "Check(ResultFromConn(foreign))")
 }
 
 func TestListenerHalfClose(t *testing.T) {
 	ln := NewListener(loopback(t), clientip.MustNew(clientip.Config{}))
 	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer client.Close()
 	c := accept(t, ln)
-	if _, ok := c.(io.ReaderFrom); !ok {
-		t.Error("wrapper hides io.ReaderFrom")
-	}
+	assert.Implements(t, (*io.ReaderFrom)(nil), c, "the wrapper hides io.ReaderFrom")
 	go func() {
 		io.Copy(c, strings.NewReader("hello")) // the TCP ReadFrom path
 		c.(interface{ CloseWrite() error }).CloseWrite()
 	}()
 	got, err := io.ReadAll(client) // ends at the half-close
-	if err != nil || string(got) != "hello" {
-		t.Errorf("client read %q, %v", got, err)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(got))
 }
 
 // TestListenerTLSOverPROXY is the reference layering for MQTT over TLS behind
@@ -302,39 +280,30 @@ func TestListenerTLSOverPROXY(t *testing.T) {
 	}
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	resp.Body.Close()
-	if resp.TLS == nil {
-		t.Fatal("not served over TLS")
-	}
+	require.NotNil(t, resp.TLS, "not served over TLS")
 	s := <-conns
-	if !s.tls {
-		t.Error("the server did not get a *tls.Conn")
-	}
-	if s.err != nil || s.res.Client != addr("198.51.100.23") || s.res.Source != clientip.SourceProxyProtocol ||
-		s.res.Peer.Addr() != addr("127.0.0.1") {
-		t.Errorf("ResultFromConn(*tls.Conn) = %v, %v; want 198.51.100.23 from the PROXY header", s.res, s.err)
-	}
+	assert.True(t, s.tls, "the server did not get a *tls.Conn")
+	require.NoError(t, s.err, "ResultFromConn(*tls.Conn)")
+	assert.Equal(t, addr("198.51.100.23"), s.res.Client, "the client from the PROXY header")
+	assert.Equal(t, clientip.SourceProxyProtocol, s.res.Source)
+	assert.Equal(t, addr("127.0.0.1"), s.res.Peer.Addr())
 }
 
 func TestListenerAcceptAllocs(t *testing.T) {
 	r := clientip.MustNew(clientip.Config{})
 	c, err := net.Dial("tcp", loopback(t).Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	// One connection, handed out again and again.
 	one := oneConnListener{c}
 	ln := NewListener(one, r)
-	if n := testing.AllocsPerRun(100, func() {
+	n := testing.AllocsPerRun(100, func() {
 		got, _ := ln.Accept()
 		ResultFromConn(got)
-	}); n > 1 {
-		t.Errorf("Accept + ResultFromConn allocates %v times, want 1 (the wrapper)", n)
-	}
+	})
+	assert.LessOrEqual(t, n, 1.0, "Accept + ResultFromConn allocates more than the wrapper")
 }
 
 type oneConnListener struct{ c net.Conn }
@@ -355,9 +324,7 @@ func TestResolveUnixPeerNamedLikeAnIP(t *testing.T) {
 		e2e.Unavailable(t, "no Unix sockets: "+err.Error())
 	}
 	mw, err := New(Config{Resolver: clientip.MustNew(clientip.Config{TrustedProxies: clientip.Loopback(), Header: "X-Forwarded-For"})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	remote := make(chan string, 1)
 	srv := &http.Server{Handler: mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		remote <- r.RemoteAddr
@@ -379,17 +346,14 @@ func TestResolveUnixPeerNamedLikeAnIP(t *testing.T) {
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.66\r\nConnection: close\r\n\r\n")
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	select {
 	case ra := <-remote:
-		t.Fatalf("the handler ran (RemoteAddr %q) and answered %d %q; want a 400 for an untrusted Unix peer", ra, resp.StatusCode, body)
+		require.FailNowf(t, "the handler ran", "RemoteAddr %q, answer %d %q; want a 400 for an untrusted Unix peer", ra, resp.StatusCode, body)
 	default:
 	}
-	if want := "cannot determine the client address: the connection has no IP address\n"; resp.StatusCode != http.StatusBadRequest || string(body) != want {
-		t.Errorf("got %d %q; want 400 %q", resp.StatusCode, body, want)
-	}
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Equal(t, "cannot determine the client address: socket peer has no IP address\n", string(body))
 }

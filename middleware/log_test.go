@@ -7,6 +7,9 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/sourceip/sourceip/clientip"
 )
 
@@ -51,9 +54,7 @@ func TestLog(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			Log(context.Background(), textLogger(&buf, tc.level), "mqtt connect", tc.res, tc.err, tc.extra...)
-			if buf.String() != tc.want {
-				t.Errorf("got  %s\nwant %s", buf.String(), tc.want)
-			}
+			assert.Equal(t, tc.want, buf.String())
 		})
 	}
 }
@@ -61,12 +62,12 @@ func TestLog(t *testing.T) {
 func TestLogObserver(t *testing.T) {
 	var buf bytes.Buffer
 	obs := LogObserver(textLogger(&buf, slog.LevelInfo))
-	mw, _ := New(Config{Resolver: testResolver(t), Observer: obs})
-	p, _ := NewSourceRanges(SourceRangesConfig{Allow: office, Observer: obs})
+	mw, err := New(Config{Resolver: testResolver(t), Observer: obs})
+	require.NoError(t, err)
+	p, err := NewSourceRanges(SourceRangesConfig{Allow: office, Observer: obs})
+	require.NoError(t, err)
 	mw(p.Handler(echo)).ServeHTTP(discard{}, request("10.0.0.1:4000", "203.0.113.9"))
 	want := `level=INFO msg="client resolve" decision=resolved clientip.client=203.0.113.9 clientip.source=x-forwarded-for clientip.header=X-Forwarded-For clientip.hop=1 clientip.via=10.0.0.1 clientip.peer=10.0.0.1:4000` + "\n" +
 		`level=WARN msg="client deny" decision=not_allowed clientip.client=203.0.113.9 clientip.source=x-forwarded-for clientip.header=X-Forwarded-For clientip.hop=1 clientip.via=10.0.0.1 clientip.peer=10.0.0.1:4000 error="middleware: client address not in an allowed source range"` + "\n"
-	if buf.String() != want {
-		t.Errorf("got\n%swant\n%s", buf.String(), want)
-	}
+	assert.Equal(t, want, buf.String())
 }

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/internal/e2e"
 )
@@ -30,9 +33,7 @@ func TestNginx(t *testing.T) {
 		Header:         "X-Forwarded-For",
 	})
 	mw, err := New(Config{Resolver: r})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, _ := clientip.FromContext(r.Context())
 		fmt.Fprintf(w, "%s %s hop %d via %v; xff %q", res.Client, res.Source, res.Hop, res.Via, r.Header.Get("X-Forwarded-For"))
@@ -62,14 +63,11 @@ func TestNginx(t *testing.T) {
 			req, _ := http.NewRequest("GET", "http://"+tc.target+"/", nil)
 			req.Header.Set("X-Forwarded-For", "6.6.6.6")
 			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != 200 || string(body) != tc.want {
-				t.Errorf("got %d %q, want 200 %q", resp.StatusCode, body, tc.want)
-			}
+			assert.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, tc.want, string(body))
 		})
 	}
 }
@@ -88,15 +86,13 @@ func startNginx(t *testing.T, nginx, upstream string) string {
 			return addr
 		}
 	}
-	t.Fatal("nginx did not start")
+	require.FailNow(t, "nginx did not start")
 	return ""
 }
 
 func freePort(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ln.Close()
 	return ln.Addr().String()
 }
@@ -127,15 +123,11 @@ http {
 `, dir, addr, upstream)
 	path := filepath.Join(dir, "nginx.conf")
 	logPath := filepath.Join(dir, "error.log")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
 	var out bytes.Buffer
 	cmd := exec.Command(nginx, "-p", dir, "-c", path, "-e", logPath)
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	stop := func() {
@@ -168,7 +160,7 @@ http {
 		case <-deadline.C:
 			stop()
 			log, _ := os.ReadFile(logPath)
-			t.Fatalf("nginx did not accept on %s within 10s: %s%s", addr, out.Bytes(), log)
+			require.FailNowf(t, "nginx did not accept", "on %s within 10s: %s%s", addr, out.Bytes(), log)
 		case <-tick.C:
 		}
 	}

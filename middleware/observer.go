@@ -8,7 +8,7 @@ import (
 
 // Observer is told the outcome of each resolution and each policy denial:
 // the place for metrics, traces and logs. The otelsourceip subpackage and
-// [LogObserver] implement it; [MultiObserver] combines several.
+// [LogObserver] implement it.
 //
 // ObserveResolve is called once per request by the middleware [New] returns,
 // before the request goes on or is refused, with the Result and the error of
@@ -27,37 +27,4 @@ import (
 type Observer interface {
 	ObserveResolve(ctx context.Context, res clientip.Result, err error)
 	ObserveDeny(ctx context.Context, res clientip.Result, err error)
-}
-
-// MultiObserver returns an Observer that calls each non-nil observer in turn,
-// or nil when there is none, so that the middleware skips observation
-// entirely.
-func MultiObserver(obs ...Observer) Observer {
-	var m multiObserver
-	for _, o := range obs {
-		if o != nil {
-			m = append(m, o)
-		}
-	}
-	switch len(m) {
-	case 0:
-		return nil
-	case 1:
-		return m[0]
-	}
-	return m
-}
-
-type multiObserver []Observer
-
-func (m multiObserver) ObserveResolve(ctx context.Context, res clientip.Result, err error) {
-	for _, o := range m {
-		o.ObserveResolve(ctx, res, err)
-	}
-}
-
-func (m multiObserver) ObserveDeny(ctx context.Context, res clientip.Result, err error) {
-	for _, o := range m {
-		o.ObserveDeny(ctx, res, err)
-	}
 }

@@ -2,166 +2,122 @@ package middleware
 
 import (
 	"errors"
-	"fmt"
+	"strings"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/internal/enumtext"
 )
 
 // Outcome classifies how a resolution or a policy check ended, in a small
 // fixed set of names fit for log fields and metric attributes: it never holds
 // an address or anything a client wrote.
+//
+// An Outcome is one of the constants below, or the [clientip.Reason] of a
+// failed resolution under that Reason's name ("malformed", "all_trusted",
+// …). clientip's list of reasons is the only list of resolution failures:
+// this package adds its policy's verdicts and nothing else.
 type Outcome uint8
 
 const (
 	// OutcomeResolved: a client was named (and, for a policy, admitted).
 	OutcomeResolved Outcome = iota
-	// OutcomeMasqueraded: the result is a masquerading node
-	// ([clientip.ErrMasqueraded], [ErrMasqueraded]).
-	OutcomeMasqueraded
-	// OutcomeNoAddress: the socket peer has no IP address ([clientip.ErrNoAddress]).
-	OutcomeNoAddress
-	// OutcomeMalformed: a hop the walk had to read is not an address ([clientip.ErrMalformed]).
-	OutcomeMalformed
-	// OutcomeUnknownHop: an RFC 7239 node is unknown or obfuscated ([clientip.ErrUnknownHop]).
-	OutcomeUnknownHop
-	// OutcomeUnspecified: the walk reached 0.0.0.0 or :: ([clientip.ErrUnspecified]).
-	OutcomeUnspecified
-	// OutcomeAllTrusted: every hop is a trusted proxy ([clientip.ErrAllTrusted]).
-	OutcomeAllTrusted
-	// OutcomeTooFewHops: fewer hops than trusted proxies ([clientip.ErrTooFewHops]).
-	OutcomeTooFewHops
-	// OutcomeTooManyHops: more hops than Config.MaxHops ([clientip.ErrTooManyHops]).
-	OutcomeTooManyHops
-	// OutcomeHeaderTooLarge: the forwarding header is too large ([clientip.ErrHeaderTooLarge]).
-	OutcomeHeaderTooLarge
-	// OutcomeMultipleValues: a single-address header has several values ([clientip.ErrMultipleValues]).
-	OutcomeMultipleValues
 	// OutcomeNotAllowed: a policy refused a client outside its ranges ([ErrNotAllowed]).
 	OutcomeNotAllowed
 	// OutcomeUnresolved: a policy refused a client that was not resolved
 	// ([ErrUnresolved]), or no resolution was recorded ([ErrNoResult]).
 	OutcomeUnresolved
-	// OutcomeError: any other error.
+	// OutcomeError: an error that is neither a policy's nor clientip's.
 	OutcomeError
+
+	// outcomeReasons is where the Outcomes of clientip's Reasons begin: the
+	// Outcome of Reason r is outcomeReasons + r - 1.
+	outcomeReasons
 )
 
-var outcomeNames = [...]string{
-	OutcomeResolved:       "resolved",
-	OutcomeMasqueraded:    "masqueraded",
-	OutcomeNoAddress:      "no_address",
-	OutcomeMalformed:      "malformed",
-	OutcomeUnknownHop:     "unknown_hop",
-	OutcomeUnspecified:    "unspecified",
-	OutcomeAllTrusted:     "all_trusted",
-	OutcomeTooFewHops:     "too_few_hops",
-	OutcomeTooManyHops:    "too_many_hops",
-	OutcomeHeaderTooLarge: "header_too_large",
-	OutcomeMultipleValues: "multiple_values",
-	OutcomeNotAllowed:     "not_allowed",
-	OutcomeUnresolved:     "unresolved",
-	OutcomeError:          "error",
-}
+// OutcomeMasqueraded is the Outcome of [clientip.ReasonMasqueraded]: the
+// result is a masquerading node ([clientip.ErrMasqueraded], [ErrMasqueraded]).
+const OutcomeMasqueraded = outcomeReasons + Outcome(clientip.ReasonMasqueraded) - 1
 
-// outcomeErrs maps sentinels to outcomes, policy sentinels first: a policy
-// error wraps both its own sentinel and clientip's cause, and the policy's
-// verdict is the one to report.
-var outcomeErrs = [...]struct {
-	err error
-	o   Outcome
-}{
-	{ErrNotAllowed, OutcomeNotAllowed},
-	{clientip.ErrMasqueraded, OutcomeMasqueraded},
-	{ErrUnresolved, OutcomeUnresolved},
-	{ErrNoResult, OutcomeUnresolved},
-	{clientip.ErrNoAddress, OutcomeNoAddress},
-	{clientip.ErrMalformed, OutcomeMalformed},
-	{clientip.ErrUnknownHop, OutcomeUnknownHop},
-	{clientip.ErrUnspecified, OutcomeUnspecified},
-	{clientip.ErrAllTrusted, OutcomeAllTrusted},
-	{clientip.ErrTooFewHops, OutcomeTooFewHops},
-	{clientip.ErrTooManyHops, OutcomeTooManyHops},
-	{clientip.ErrHeaderTooLarge, OutcomeHeaderTooLarge},
-	{clientip.ErrMultipleValues, OutcomeMultipleValues},
+// outcomeNames are the names of every Outcome, indexed by value: this
+// package's own, then clientip's Reasons in their order.
+var outcomeNames = func() []string {
+	names := []string{
+		OutcomeResolved:   "resolved",
+		OutcomeNotAllowed: "not_allowed",
+		OutcomeUnresolved: "unresolved",
+		OutcomeError:      "error",
+	}
+	for r := clientip.Reason(1); r.Err() != nil; r++ {
+		names = append(names, r.String())
+	}
+	return names
+}()
+
+// outcomeOfReason returns the Outcome of a Reason other than ReasonNone.
+func outcomeOfReason(r clientip.Reason) Outcome { return outcomeReasons + Outcome(r) - 1 }
+
+// reason returns the clientip Reason o stands for, or ReasonNone.
+func (o Outcome) reason() clientip.Reason {
+	if o < outcomeReasons || int(o) >= len(outcomeNames) {
+		return clientip.ReasonNone
+	}
+	return clientip.Reason(o - outcomeReasons + 1)
 }
 
 // OutcomeOf classifies err, an error returned by [clientip.Resolver.Resolve],
-// [ResultFromConn] or [SourceRanges.Check]: nil is OutcomeResolved, and a
-// policy error is classified by the policy's verdict (OutcomeNotAllowed,
-// OutcomeUnresolved or OutcomeMasqueraded) rather than by its cause.
+// [ResultFromConn] or [SourceRanges.Check]: nil is OutcomeResolved, a policy
+// error is classified by the policy's verdict (OutcomeNotAllowed,
+// OutcomeUnresolved or OutcomeMasqueraded) rather than by its cause, and a
+// resolution error by its [clientip.ReasonOf]. It does not allocate.
 func OutcomeOf(err error) Outcome {
 	if err == nil {
 		return OutcomeResolved
 	}
-	for _, e := range outcomeErrs {
-		if errors.Is(err, e.err) {
-			return e.o
-		}
+	r := clientip.ReasonOf(err)
+	switch {
+	case errors.Is(err, ErrNotAllowed):
+		return OutcomeNotAllowed
+	case r == clientip.ReasonMasqueraded:
+		return OutcomeMasqueraded
+	case errors.Is(err, ErrUnresolved), errors.Is(err, ErrNoResult):
+		return OutcomeUnresolved
+	case r != clientip.ReasonNone:
+		return outcomeOfReason(r)
 	}
 	return OutcomeError
 }
 
-// String returns the Outcome's name: "resolved", "masqueraded", "no_address",
-// "malformed", "unknown_hop", "unspecified", "all_trusted", "too_few_hops",
-// "too_many_hops", "header_too_large", "multiple_values", "not_allowed",
-// "unresolved" or "error".
-func (o Outcome) String() string {
-	if int(o) < len(outcomeNames) {
-		return outcomeNames[o]
-	}
-	return fmt.Sprintf("Outcome(%d)", uint8(o))
-}
+// String returns the Outcome's name: "resolved", "not_allowed",
+// "unresolved", "error", or the name of the [clientip.Reason] it stands for.
+func (o Outcome) String() string { return enumtext.String(outcomeNames, o, "Outcome") }
 
 // MarshalText implements [encoding.TextMarshaler] with the names String returns.
 func (o Outcome) MarshalText() ([]byte, error) {
-	if int(o) >= len(outcomeNames) {
-		return nil, fmt.Errorf("middleware: unknown Outcome %d", uint8(o))
-	}
-	return []byte(outcomeNames[o]), nil
+	return enumtext.Marshal(outcomeNames, o, "Outcome", errUnknownName)
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler] for the names String returns.
 func (o *Outcome) UnmarshalText(text []byte) error {
-	for i, n := range outcomeNames {
-		if string(text) == n {
-			*o = Outcome(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("middleware: unknown outcome %q", text)
+	return enumtext.Unmarshal(o, outcomeNames, text, "Outcome", errUnknownName)
 }
 
-// reason is the short plain-text explanation written in a default 400 or 403
-// body. It names the configured header (never anything a client wrote).
-func (o Outcome) reason(header string) string {
-	in := ""
-	if header != "" {
-		in = " in " + header
-	}
+// explain is the short plain-text explanation written in a default 400 or
+// 403 body. For a resolution failure it is the text of clientip's sentinel
+// and the configured header; it never holds anything a client wrote.
+func (o Outcome) explain(header string) string {
 	switch o {
 	case OutcomeMasqueraded:
 		return "the client address was masqueraded by a node and cannot be verified"
-	case OutcomeNoAddress:
-		return "the connection has no IP address"
-	case OutcomeMalformed:
-		return "malformed address" + in
-	case OutcomeUnknownHop:
-		return "unknown hop" + in
-	case OutcomeUnspecified:
-		return "unspecified address" + in
-	case OutcomeAllTrusted:
-		return "every hop is a trusted proxy"
-	case OutcomeTooFewHops:
-		return "fewer hops than trusted proxies"
-	case OutcomeTooManyHops:
-		return "too many hops" + in
-	case OutcomeHeaderTooLarge:
-		return "forwarding header too large" + in
-	case OutcomeMultipleValues:
-		return "several client addresses" + in
 	case OutcomeNotAllowed:
 		return "the client address is not in an allowed source range"
-	case OutcomeUnresolved:
-		return "the client address could not be determined"
+	}
+	if r := o.reason(); r != clientip.ReasonNone {
+		// The sentinel's text without its "clientip: " prefix.
+		_, text, _ := strings.Cut(r.Err().Error(), ": ")
+		if header != "" {
+			text += " in " + header
+		}
+		return text
 	}
 	return "the client address could not be determined"
 }

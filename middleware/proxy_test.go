@@ -8,6 +8,9 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/proxyproto"
 )
@@ -22,16 +25,12 @@ func TestResolveProxyProtocolTLS(t *testing.T) {
 		Header:         "X-Forwarded-For",
 	})
 	mw, err := New(Config{Resolver: r})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	results := make(chan clientip.Result, 1)
 	srv := httptest.NewUnstartedServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, _ := clientip.FromContext(r.Context())
 		results <- res
-		if r.TLS == nil {
-			t.Error("request not over TLS")
-		}
+		assert.NotNil(t, r.TLS, "request not over TLS")
 	})))
 	srv.Listener.Close()
 	srv.Listener = ppListener(t)
@@ -63,21 +62,16 @@ func TestResolveProxyProtocolTLS(t *testing.T) {
 			req, _ := http.NewRequest("GET", srv.URL, nil)
 			req.Header.Set("X-Forwarded-For", tc.xff)
 			resp, err := (&http.Client{Transport: tr}).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Fatalf("status %d", resp.StatusCode)
-			}
+			require.Equal(t, 200, resp.StatusCode)
 			res := <-results
-			if res.Client != addr(tc.want) || res.Source != tc.from || res.Hop != tc.hop {
-				t.Errorf("result = %v, want %s from %v hop %d", res, tc.want, tc.from, tc.hop)
-			}
-			if res.Proxy.String() != tc.src || res.Peer.Addr() != addr("127.0.0.1") {
-				t.Errorf("layers: peer %v proxy %v, want the balancer and %s", res.Peer, res.Proxy, tc.src)
-			}
+			assert.Equal(t, addr(tc.want), res.Client, "client")
+			assert.Equal(t, tc.from, res.Source, "source")
+			assert.Equal(t, tc.hop, res.Hop, "hop")
+			assert.Equal(t, tc.src, res.Proxy.String(), "the PROXY layer")
+			assert.Equal(t, addr("127.0.0.1"), res.Peer.Addr(), "the balancer is the socket peer")
 		})
 	}
 }

@@ -99,5 +99,5 @@ func (h *resolveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // badRequest is the default Config.OnError.
 func badRequest(w http.ResponseWriter, _ *http.Request, res clientip.Result, err error) {
-	http.Error(w, "cannot determine the client address: "+OutcomeOf(err).reason(res.Header), http.StatusBadRequest)
+	http.Error(w, "cannot determine the client address: "+OutcomeOf(err).explain(res.Header), http.StatusBadRequest)
 }

@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,14 +10,16 @@ import (
 	"testing"
 	"weak"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/sourceip/sourceip/clientip"
 )
 
 func TestNewRequiresResolver(t *testing.T) {
 	mw, err := New(Config{})
-	if !errors.Is(err, ErrInvalidConfig) || mw != nil {
-		t.Fatalf("New(Config{}) = %v, %v; want nil, ErrInvalidConfig", mw != nil, err)
-	}
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Nil(t, mw)
 }
 
 func TestResolve(t *testing.T) {
@@ -47,66 +48,55 @@ func TestResolve(t *testing.T) {
 			wantCode: 400, wantBody: "cannot determine the client address: malformed address in X-Forwarded-For\n",
 			wantErr: clientip.ErrMalformed},
 		{name: "all trusted is 400", req: request("10.0.0.1:5000", "10.0.0.2"),
-			wantCode: 400, wantBody: "cannot determine the client address: every hop is a trusted proxy\n",
+			wantCode: 400, wantBody: "cannot determine the client address: every hop is trusted in X-Forwarded-For\n",
 			wantErr: clientip.ErrAllTrusted},
 		{name: "trusted peer without header is 400", req: request("10.0.0.1:5000"),
-			wantCode: 400, wantBody: "cannot determine the client address: every hop is a trusted proxy\n",
+			wantCode: 400, wantBody: "cannot determine the client address: every hop is trusted\n",
 			wantErr: clientip.ErrAllTrusted},
 		{name: "unspecified is 400", req: request("10.0.0.1:5000", "0.0.0.0"),
-			wantCode: 400, wantBody: "cannot determine the client address: unspecified address in X-Forwarded-For\n",
+			wantCode: 400, wantBody: "cannot determine the client address: unspecified address is not a client in X-Forwarded-For\n",
 			wantErr: clientip.ErrUnspecified},
 		{name: "unreadable RemoteAddr is 400", req: request("not-an-address"),
-			wantCode: 400, wantBody: "cannot determine the client address: the connection has no IP address\n",
+			wantCode: 400, wantBody: "cannot determine the client address: socket peer has no IP address\n",
 			wantErr: clientip.ErrNoAddress},
 		{name: "oversized header is 400", req: request("10.0.0.1:5000", strings.Repeat("1.2.3.4, ", 2000)),
-			wantCode: 400, wantBody: "cannot determine the client address: forwarding header too large in X-Forwarded-For\n",
+			wantCode: 400, wantBody: "cannot determine the client address: header too large in X-Forwarded-For\n",
 			wantErr: clientip.ErrHeaderTooLarge},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := &recordingObserver{}
 			mw, err := New(Config{Resolver: testResolver(t), Observer: obs})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			before := *tc.req
 			rec := httptest.NewRecorder()
 			mw(echo).ServeHTTP(rec, tc.req)
-			if rec.Code != tc.wantCode || rec.Body.String() != tc.wantBody {
-				t.Errorf("response = %d %q, want %d %q", rec.Code, rec.Body.String(), tc.wantCode, tc.wantBody)
-			}
+			assert.Equal(t, tc.wantCode, rec.Code)
+			assert.Equal(t, tc.wantBody, rec.Body.String())
 			if tc.wantCode != 200 {
-				if ct := rec.Header().Get("Content-Type"); ct != "text/plain; charset=utf-8" {
-					t.Errorf("Content-Type = %q", ct)
-				}
-				if rec.Header().Get("X-Content-Type-Options") != "nosniff" {
-					t.Error("no X-Content-Type-Options: nosniff")
-				}
+				assert.Equal(t, "text/plain; charset=utf-8", rec.Header().Get("Content-Type"))
+				assert.Equal(t, "nosniff", rec.Header().Get("X-Content-Type-Options"))
 			}
 			// The caller's request is untouched.
-			if tc.req.RemoteAddr != before.RemoteAddr || tc.req.Context() != before.Context() {
-				t.Error("middleware modified the caller's request")
-			}
+			assert.Equal(t, before.RemoteAddr, tc.req.RemoteAddr, "middleware modified the caller's request")
+			assert.True(t, tc.req.Context() == before.Context(), "middleware modified the caller's request")
 			got := obs.take()
-			if len(got) != 1 || got[0].kind != "resolve" {
-				t.Fatalf("observations = %+v, want one resolve", got)
-			}
+			require.Len(t, got, 1)
 			o := got[0]
-			if !errors.Is(o.err, tc.wantErr) || (tc.wantErr == nil) != (o.err == nil) {
-				t.Errorf("observed err = %v, want %v", o.err, tc.wantErr)
+			require.Equal(t, "resolve", o.kind)
+			if tc.wantErr == nil {
+				assert.NoError(t, o.err)
+			} else {
+				assert.ErrorIs(t, o.err, tc.wantErr)
 			}
-			if o.res.Client != addr(tc.want) || o.res.Masqueraded != tc.masq {
-				t.Errorf("observed result = %v, want %s masqueraded=%v", o.res, tc.want, tc.masq)
-			}
+			assert.Equal(t, addr(tc.want), o.res.Client, "observed client")
+			assert.Equal(t, tc.masq, o.res.Masqueraded, "observed masquerade flag")
 			if tc.want != "" {
-				if o.res.Source != tc.src {
-					t.Errorf("source = %v, want %v", o.res.Source, tc.src)
-				}
-				if !o.inCtx || o.ctxRes != o.res {
-					t.Errorf("observer context carries %v (%v), want the result", o.ctxRes, o.inCtx)
-				}
-			} else if o.inCtx {
-				t.Error("a failed resolution's context carries a Result")
+				assert.Equal(t, tc.src, o.res.Source)
+				assert.True(t, o.inCtx, "the observer's context carries no Result")
+				assert.Equal(t, o.res, o.ctxRes, "the observer's context carries another Result")
+			} else {
+				assert.False(t, o.inCtx, "a failed resolution's context carries a Result")
 			}
 		})
 	}
@@ -122,21 +112,17 @@ func TestResolveOnError(t *testing.T) {
 			w.WriteHeader(http.StatusTeapot)
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	mw(echo).ServeHTTP(rec, request("10.0.0.1:5000", "198.51.100.7, bogus"))
-	if rec.Code != http.StatusTeapot {
-		t.Errorf("code = %d, want 418", rec.Code)
-	}
+	assert.Equal(t, http.StatusTeapot, rec.Code)
 	var ce *clientip.ChainError
-	if !errors.As(gotErr, &ce) || !errors.Is(gotErr, clientip.ErrMalformed) || ce.Header != "X-Forwarded-For" || ce.Hop != 1 {
-		t.Errorf("OnError err = %#v, want a ChainError for hop 1 of X-Forwarded-For", gotErr)
-	}
-	if gotRes.Peer.String() != "10.0.0.1:5000" || gotRes.Client.IsValid() {
-		t.Errorf("OnError result = %v", gotRes)
-	}
+	require.ErrorAs(t, gotErr, &ce)
+	assert.ErrorIs(t, gotErr, clientip.ErrMalformed)
+	assert.Equal(t, "X-Forwarded-For", ce.Header)
+	assert.Equal(t, 1, ce.Hop)
+	assert.Equal(t, "10.0.0.1:5000", gotRes.Peer.String())
+	assert.False(t, gotRes.Client.IsValid(), "OnError result names a client: %v", gotRes)
 }
 
 func TestResolveSetRemoteAddr(t *testing.T) {
@@ -153,9 +139,7 @@ func TestResolveSetRemoteAddr(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, set := range []bool{false, true} {
 				mw, err := New(Config{Resolver: testResolver(t), SetRemoteAddr: set})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				orig := tc.req.RemoteAddr
 				var seen string
 				mw(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { seen = r.RemoteAddr })).
@@ -164,12 +148,8 @@ func TestResolveSetRemoteAddr(t *testing.T) {
 				if set {
 					want = tc.want
 				}
-				if seen != want {
-					t.Errorf("SetRemoteAddr=%v: handler saw RemoteAddr %q, want %q", set, seen, want)
-				}
-				if tc.req.RemoteAddr != orig {
-					t.Errorf("caller's RemoteAddr changed to %q", tc.req.RemoteAddr)
-				}
+				assert.Equal(t, want, seen, "SetRemoteAddr=%v: the handler's RemoteAddr", set)
+				assert.Equal(t, orig, tc.req.RemoteAddr, "the caller's RemoteAddr changed")
 			}
 		})
 	}
@@ -197,15 +177,10 @@ func TestResolveAllocs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Resolver = testResolver(t)
 			mw, err := New(tc.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			h := mw(noop)
 			n := testing.AllocsPerRun(200, func() { h.ServeHTTP(w, tc.req) })
-			t.Logf("%v allocations per request", n)
-			if n > tc.max {
-				t.Errorf("%v allocations per request, want at most %v", n, tc.max)
-			}
+			assert.LessOrEqual(t, n, tc.max, "allocations per request")
 		})
 	}
 }
@@ -225,9 +200,7 @@ func (*retainedBody) Close() error { return nil }
 // this.
 func TestContextDoesNotRetainRequest(t *testing.T) {
 	mw, err := New(Config{Resolver: testResolver(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var kept context.Context
 	h := mw(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		kept = context.WithoutCancel(r.Context())
@@ -240,11 +213,9 @@ func TestContextDoesNotRetainRequest(t *testing.T) {
 	req, body = nil, nil
 	runtime.GC()
 	runtime.GC()
-	if collected.Value() != nil {
-		t.Error("the kept context keeps the request's body reachable")
-	}
-	if res, ok := clientip.FromContext(kept); !ok || res.Client != addr("198.51.100.7") {
-		t.Errorf("kept context: %v, %v", res, ok)
-	}
+	assert.Nil(t, collected.Value(), "the kept context keeps the request's body reachable")
+	res, ok := clientip.FromContext(kept)
+	require.True(t, ok, "the kept context has no Result")
+	assert.Equal(t, addr("198.51.100.7"), res.Client)
 	runtime.KeepAlive(kept)
 }

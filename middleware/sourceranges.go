@@ -10,8 +10,8 @@ import (
 
 // SourceRangesConfig configures a [SourceRanges] policy.
 type SourceRangesConfig struct {
-	// Allow is the set of client addresses admitted. The zero value admits
-	// nobody.
+	// Allow is the set of client addresses admitted. It must not be empty;
+	// admit every address with 0.0.0.0/0 and ::/0.
 	Allow clientip.PrefixSet
 
 	// OnDeny writes the response to a refused request, with the Result the
@@ -46,10 +46,15 @@ type SourceRanges struct {
 	observer Observer
 }
 
-// NewSourceRanges returns a policy for cfg. Every SourceRangesConfig is
-// currently valid (the zero one admits nobody), so the error is always nil;
-// it is there so that validation can be added without changing the API.
+// NewSourceRanges returns a policy for cfg, or an error wrapping
+// [ErrInvalidConfig] when cfg.Allow is empty: such a policy would refuse
+// every client, which is what an unset list of ranges (an empty flag or
+// environment variable) looks like, not a policy anyone mounts. A policy that
+// must refuse everyone is the zero SourceRanges.
 func NewSourceRanges(cfg SourceRangesConfig) (*SourceRanges, error) {
+	if cfg.Allow.Len() == 0 {
+		return nil, fmt.Errorf("%w: SourceRangesConfig.Allow is empty, so the policy would refuse every client", ErrInvalidConfig)
+	}
 	p := &SourceRanges{allow: cfg.Allow, onDeny: cfg.OnDeny, observer: cfg.Observer}
 	if p.onDeny == nil {
 		p.onDeny = forbidden
@@ -131,5 +136,5 @@ func (p *SourceRanges) Handler(h http.Handler) http.Handler {
 
 // forbidden is the default SourceRangesConfig.OnDeny.
 func forbidden(w http.ResponseWriter, _ *http.Request, _ clientip.Result, err error) {
-	http.Error(w, "forbidden: "+OutcomeOf(err).reason(""), http.StatusForbidden)
+	http.Error(w, "forbidden: "+OutcomeOf(err).explain(""), http.StatusForbidden)
 }

@@ -1,11 +1,13 @@
 package middleware
 
 import (
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/sourceip/sourceip/clientip"
 )
@@ -14,9 +16,7 @@ var office = clientip.MustParsePrefixSet("198.51.100.0/24, 2001:db8::/32")
 
 func TestSourceRangesCheck(t *testing.T) {
 	p, err := NewSourceRanges(SourceRangesConfig{Allow: office})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	resolved := func(a string) clientip.Result {
 		return clientip.Result{Client: netip.MustParseAddr(a), Source: clientip.SourceXForwardedFor}
 	}
@@ -50,44 +50,43 @@ func TestSourceRangesCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := p.Check(tc.res, tc.err)
 			if tc.want == nil {
-				if err != nil {
-					t.Fatalf("Check = %v, want nil", err)
-				}
-			} else if err == nil {
-				t.Fatalf("Check admitted %v", tc.res)
+				require.NoError(t, err)
+			} else {
+				require.Error(t, err, "Check admitted %v", tc.res)
 			}
 			for _, w := range tc.want {
-				if !errors.Is(err, w) {
-					t.Errorf("Check = %v, does not match %v", err, w)
-				}
+				assert.ErrorIs(t, err, w)
 			}
-			if got := OutcomeOf(err); got != tc.outcome {
-				t.Errorf("OutcomeOf = %v, want %v", got, tc.outcome)
-			}
+			assert.Equal(t, tc.outcome, OutcomeOf(err))
 		})
 	}
 }
 
-func TestSourceRangesZeroAdmitsNobody(t *testing.T) {
+// An empty Allow is what an unset flag or environment variable gives: a
+// policy that would refuse everyone, so NewSourceRanges refuses it.
+func TestNewSourceRangesEmptyAllow(t *testing.T) {
 	p, err := NewSourceRanges(SourceRangesConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range []string{"127.0.0.1", "10.0.0.1", "198.51.100.7", "::1"} {
-		if err := p.Check(clientip.Result{Client: netip.MustParseAddr(a), Source: clientip.SourceSocket}, nil); !errors.Is(err, ErrNotAllowed) {
-			t.Errorf("zero policy: Check(%s) = %v, want ErrNotAllowed", a, err)
-		}
-	}
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Nil(t, p)
+	_, err = NewSourceRanges(SourceRangesConfig{Allow: clientip.MustParsePrefixSet("")})
+	assert.ErrorIs(t, err, ErrInvalidConfig, "an empty parsed set")
+	_, err = NewSourceRanges(SourceRangesConfig{Allow: clientip.MustParsePrefixSet("0.0.0.0/0, ::/0")})
+	assert.NoError(t, err, "everyone, said explicitly")
 }
 
+// The zero SourceRanges, which never went through NewSourceRanges, fails
+// closed: it admits nobody.
 func TestSourceRangesZeroValue(t *testing.T) {
 	var p SourceRanges
-	mw, _ := New(Config{Resolver: testResolver(t)})
+	for _, a := range []string{"127.0.0.1", "10.0.0.1", "198.51.100.7", "::1"} {
+		err := p.Check(clientip.Result{Client: netip.MustParseAddr(a), Source: clientip.SourceSocket}, nil)
+		assert.ErrorIs(t, err, ErrNotAllowed, "Check(%s)", a)
+	}
+	mw, err := New(Config{Resolver: testResolver(t)})
+	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	mw(p.Handler(echo)).ServeHTTP(rec, request("198.51.100.7:5000"))
-	if rec.Code != http.StatusForbidden {
-		t.Errorf("zero SourceRanges: %d %q, want 403", rec.Code, rec.Body.String())
-	}
+	assert.Equal(t, http.StatusForbidden, rec.Code, "body %q", rec.Body.String())
 }
 
 func TestSourceRangesHandler(t *testing.T) {
@@ -116,35 +115,26 @@ func TestSourceRangesHandler(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := &recordingObserver{}
 			p, err := NewSourceRanges(SourceRangesConfig{Allow: allow, Observer: obs})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			h := p.Handler(echo)
 			if tc.mount {
 				mw, err := New(Config{Resolver: testResolver(t)})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				h = mw(h)
 			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, tc.req)
-			if rec.Code != tc.wantCode || rec.Body.String() != tc.wantBody {
-				t.Errorf("response = %d %q, want %d %q", rec.Code, rec.Body.String(), tc.wantCode, tc.wantBody)
-			}
+			assert.Equal(t, tc.wantCode, rec.Code)
+			assert.Equal(t, tc.wantBody, rec.Body.String())
 			got := obs.take()
 			if tc.wantErr == nil {
-				if len(got) != 0 {
-					t.Errorf("observed %+v for an admitted request", got)
-				}
+				assert.Empty(t, got, "observed an admitted request")
 				return
 			}
-			if rec.Header().Get("Content-Type") != "text/plain; charset=utf-8" {
-				t.Errorf("Content-Type = %q", rec.Header().Get("Content-Type"))
-			}
-			if len(got) != 1 || got[0].kind != "deny" || !errors.Is(got[0].err, tc.wantErr) {
-				t.Errorf("observed %+v, want one deny with %v", got, tc.wantErr)
-			}
+			assert.Equal(t, "text/plain; charset=utf-8", rec.Header().Get("Content-Type"))
+			require.Len(t, got, 1)
+			assert.Equal(t, "deny", got[0].kind)
+			assert.ErrorIs(t, got[0].err, tc.wantErr)
 		})
 	}
 }
@@ -152,48 +142,42 @@ func TestSourceRangesHandler(t *testing.T) {
 func TestSourceRangesOnDeny(t *testing.T) {
 	var gotErr error
 	var gotRes clientip.Result
-	p, _ := NewSourceRanges(SourceRangesConfig{Allow: office, OnDeny: func(w http.ResponseWriter, r *http.Request, res clientip.Result, err error) {
+	p, err := NewSourceRanges(SourceRangesConfig{Allow: office, OnDeny: func(w http.ResponseWriter, r *http.Request, res clientip.Result, err error) {
 		gotRes, gotErr = res, err
 		http.NotFound(w, r)
 	}})
-	mw, _ := New(Config{Resolver: testResolver(t)})
+	require.NoError(t, err)
+	mw, err := New(Config{Resolver: testResolver(t)})
+	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	mw(p.Handler(echo)).ServeHTTP(rec, request("10.0.0.1:5000", "203.0.113.9"))
-	if rec.Code != http.StatusNotFound || !errors.Is(gotErr, ErrNotAllowed) || gotRes.Client != addr("203.0.113.9") {
-		t.Errorf("OnDeny: code %d, err %v, res %v", rec.Code, gotErr, gotRes)
-	}
+	assert.Equal(t, http.StatusNotFound, rec.Code)
+	assert.ErrorIs(t, gotErr, ErrNotAllowed)
+	assert.Equal(t, addr("203.0.113.9"), gotRes.Client)
 }
 
 func TestSourceRangesCheckRequest(t *testing.T) {
-	p, _ := NewSourceRanges(SourceRangesConfig{Allow: office})
+	p, err := NewSourceRanges(SourceRangesConfig{Allow: office})
+	require.NoError(t, err)
 	r := request("198.51.100.7:5000")
-	if err := p.CheckRequest(r); !errors.Is(err, ErrUnresolved) || !errors.Is(err, ErrNoResult) {
-		t.Errorf("CheckRequest without a Result = %v, want ErrUnresolved and ErrNoResult", err)
-	}
+	err = p.CheckRequest(r)
+	assert.ErrorIs(t, err, ErrUnresolved, "without a Result")
+	assert.ErrorIs(t, err, ErrNoResult, "without a Result")
 	res, err := testResolver(t).ResolveRequest(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CheckRequest(r.WithContext(clientip.NewContext(r.Context(), res))); err != nil {
-		t.Errorf("CheckRequest = %v, want nil", err)
-	}
+	require.NoError(t, err)
+	assert.NoError(t, p.CheckRequest(r.WithContext(clientip.NewContext(r.Context(), res))))
 }
 
 func TestSourceRangesAllocs(t *testing.T) {
-	p, _ := NewSourceRanges(SourceRangesConfig{Allow: office})
+	p, err := NewSourceRanges(SourceRangesConfig{Allow: office})
+	require.NoError(t, err)
 	in := clientip.Result{Client: netip.MustParseAddr("198.51.100.7"), Source: clientip.SourceSocket}
 	out := clientip.Result{Client: netip.MustParseAddr("203.0.113.9"), Source: clientip.SourceSocket}
-	if n := testing.AllocsPerRun(100, func() { p.Check(in, nil) }); n != 0 {
-		t.Errorf("admitting Check allocates %v", n)
-	}
-	if n := testing.AllocsPerRun(100, func() { p.Check(out, nil) }); n != 0 {
-		t.Errorf("ErrNotAllowed Check allocates %v", n)
-	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { p.Check(in, nil) }), "admitting Check allocates")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { p.Check(out, nil) }), "ErrNotAllowed Check allocates")
 	r := request("198.51.100.7:5000")
 	r = r.WithContext(clientip.NewContext(r.Context(), in))
 	h := p.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	w := httptest.NewRecorder()
-	if n := testing.AllocsPerRun(100, func() { h.ServeHTTP(w, r) }); n != 0 {
-		t.Errorf("admitting Handler allocates %v", n)
-	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { h.ServeHTTP(w, r) }), "admitting Handler allocates")
 }

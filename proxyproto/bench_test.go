@@ -1,6 +1,7 @@
 package proxyproto
 
 import (
+	"crypto/x509"
 	"io"
 	"net"
 	"slices"
@@ -126,7 +127,7 @@ func BenchmarkAcceptParallel(b *testing.B) {
 	}
 }
 
-func parseCases() []struct {
+func parseCases(b *testing.B) []struct {
 	name string
 	in   []byte
 } {
@@ -137,16 +138,20 @@ func parseCases() []struct {
 		SSL{Client: SSLClientTLS | SSLClientCertConn, Version: "TLSv1.3", CN: "device-0042", Cipher: "TLS_AES_128_GCM_SHA256"}.TLV())
 	h.AddChecksum = true
 	tl, _ := h.Format()
+	ca := newTestCA(b, "Fleet CA")
+	h.TLVs = mustTLVs(SSL{Client: SSLClientTLS | SSLClientCertConn, Version: "TLSv1.3", CN: "device-0042", Cipher: "TLS_AES_128_GCM_SHA256",
+		CertDER: string(ca.client(b, "device-0042").Certificate[0])}.TLV())
+	cert, _ := h.Format()
 	return []struct {
 		name string
 		in   []byte
-	}{{"v1", v1}, {"v2", v2b}, {"v2-tlvs-crc", tl}}
+	}{{"v1", v1}, {"v2", v2b}, {"v2-tlvs-crc", tl}, {"v2-ssl-cert", cert}}
 }
 
 // BenchmarkParse measures framing, parsing and validating one header: the
 // per-connection cost of the header.
 func BenchmarkParse(b *testing.B) {
-	for _, tc := range parseCases() {
+	for _, tc := range parseCases(b) {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(tc.in)))
@@ -160,7 +165,7 @@ func BenchmarkParse(b *testing.B) {
 }
 
 func BenchmarkParseParallel(b *testing.B) {
-	for _, tc := range parseCases() {
+	for _, tc := range parseCases(b) {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
@@ -208,6 +213,38 @@ func BenchmarkTLVAccessors(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			tl.AWSVPCEndpointID()
+		}
+	})
+	ssl := mustTLVs(SSL{Client: SSLClientTLS | SSLClientCertConn, Version: "TLSv1.3", CN: "device-0042", Cipher: "TLS_AES_128_GCM_SHA256"}.TLV())
+	b.Run("SSL", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ssl.SSL()
+		}
+	})
+}
+
+// BenchmarkSSLVerifyCertificate measures what a backend pays per connection
+// to hold a forwarded client certificate to its own CA: parsing the DER and
+// verifying a one-link chain (ECDSA P-256).
+func BenchmarkSSLVerifyCertificate(b *testing.B) {
+	ca := newTestCA(b, "Fleet CA")
+	s := SSL{Client: SSLClientTLS | SSLClientCertConn, Version: "TLSv1.3", CN: "device-0042", CertDER: string(ca.client(b, "device-0042").Certificate[0])}
+	opts := x509.VerifyOptions{Roots: ca.pool}
+	b.Run("Certificate", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.Certificate(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("VerifyCertificate", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.VerifyCertificate(opts); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

@@ -79,7 +79,11 @@
 // that connects and sends nothing is closed at the deadline and never blocks
 // Accept for anyone else; a header that cannot be valid is refused as soon as
 // that is known; at most 107 bytes (v1) or 16+4096 bytes (v2) are read as
-// header. A refused connection is closed, counted in [Listener.Stats] and
+// header. Config.MaxHeaderBytes raises the v2 bound, up to the
+// specification's 16+65535, for trusted upstreams only (a load balancer that
+// forwards client certificates needs it); a connection gets a buffer larger
+// than the default only when its v2 length field asks for one within that
+// bound. A refused connection is closed, counted in [Listener.Stats] and
 // reported to Config.OnReject with the peer, the reason and how long it took;
 // it never reaches the application's accept loop.
 //
@@ -112,10 +116,12 @@
 //
 // On top of go-proxyproto's parser (spec-exact v1 syntax, v2 signature,
 // version, command and family checks), a header is refused when its CRC32C
-// TLV does not match (section 2.2.5), its UNIQUE_ID TLV is longer than 128
-// bytes (2.2.6), its TLV vector is malformed, its family does not match its
+// TLV does not match (section 2.2.3), its UNIQUE_ID TLV is longer than 128
+// bytes (2.2.5), its TLV vector is malformed, its family does not match its
 // addresses or this stream connection (TCP4 with IPv6 text or the reverse,
-// UDP, AF_UNIX), or its v2 length exceeds 4096 bytes. IPv4-mapped addresses
+// UDP, AF_UNIX), its SSL TLV breaks the rules listed on [SSL] (2.2.6) or
+// appears twice, or its v2 length exceeds the listener's limit
+// ([ErrHeaderTooLong]). IPv4-mapped addresses
 // are unmapped. A LOCAL header (v2 command LOCAL, or v1 UNKNOWN) is accepted
 // with the socket's own addresses, as section 2.2 requires; its address block
 // and TLVs are discarded unread, so nothing a health check sends is ever
@@ -134,4 +140,44 @@
 // Wrap TLS outside this listener — tls.NewListener(proxyLn, cfg) — since the
 // header travels in clear text before the TLS handshake; the bytes of a
 // ClientHello that arrive with the header are kept for the handshake.
+//
+// # TLS terminated at the load balancer: the SSL TLV
+//
+// A load balancer that terminates TLS itself can report what it learnt in a
+// PP2_TYPE_SSL TLV (section 2.2.6): whether the client used TLS, the version
+// and cipher, whether the client presented a certificate and whether it
+// verified, the certificate's common name, and, from senders that support
+// it, the certificate itself (PP2_SUBTYPE_SSL_CLIENT_CERT, DER).
+// [TLVs.SSL] returns it as an [SSL], validated when the header was parsed.
+// HAProxy sends it with send-proxy-v2-ssl or send-proxy-v2-ssl-cn, plus
+// proxy-v2-options ssl-cipher, cert-sig and cert-key for the cipher and the
+// algorithms of its own certificate; no HAProxy version forwards the
+// certificate, the group or the signature scheme.
+//
+// Each of these is a claim of the load balancer, worth what the load balancer
+// is: a [Listener] keeps TLVs only from a trusted upstream's PROXY command
+// (never a LOCAL header's, never an untrusted peer's), so an SSL read from
+// [Conn.Facts], [FactsFromConn] or [FactsFromContext] is one a trusted
+// upstream sent. [ParseHeader] and [WriteHeader] know nothing of trust, and
+// anyone can write an SSL TLV. A certificate is public; what makes it an
+// identity is the client's proof that it holds the key, which only the load
+// balancer's TLS handshake saw. A backend that admits clients on the SSL TLV
+// must therefore refuse every connection that brings none: a direct client
+// (which has no header, or whose header is never believed) did not pass the
+// load balancer's handshake. And no address a client can send from may be in
+// Config.TrustedUpstreams, since from there it could write its own.
+//
+// To admit a client on it, strongest first:
+//   - The load balancer forwards the certificate: check [SSL.CertVerified]
+//     when it verifies clients too, verify the certificate against the
+//     backend's own client CA with [SSL.VerifyCertificate], and take the
+//     identity from the verified leaf. This holds the client to the backend's
+//     CA even when the load balancer trusts more.
+//   - It forwards only the common name (send-proxy-v2-ssl-cn): check
+//     [SSL.CertVerified] and take [SSL].CN. The name is as good as the load
+//     balancer's CA file: it names whoever holds a certificate with that
+//     common name from any CA the load balancer trusts.
+//
+// A header carrying a certificate can pass the default 16+4096 bytes: set
+// Config.MaxHeaderBytes for such load balancers.
 package proxyproto

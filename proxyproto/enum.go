@@ -1,30 +1,27 @@
 package proxyproto
 
-import "fmt"
+import (
+	"errors"
 
-// The package's enums are small integers with fixed lowercase names. These
-// helpers give each of them the same String, MarshalText and UnmarshalText.
+	"github.com/sourceip/sourceip/internal/enumtext"
+)
+
+// The package's enums are small integers with fixed lowercase names; these
+// give each of them String, MarshalText and UnmarshalText through the
+// library's one enum-text helper.
+
+// errUnknownName is wrapped by MarshalText and UnmarshalText of this
+// package's enums for a value or a name they do not know.
+var errUnknownName = errors.New("proxyproto: unknown name")
 
 func enumString[T ~uint8](v T, names []string, typ string) string {
-	if int(v) < len(names) {
-		return names[v]
-	}
-	return fmt.Sprintf("%s(%d)", typ, uint8(v))
+	return enumtext.String(names, v, typ)
 }
 
 func enumMarshal[T ~uint8](v T, names []string, typ string) ([]byte, error) {
-	if int(v) >= len(names) {
-		return nil, fmt.Errorf("proxyproto: unknown %s %d", typ, uint8(v))
-	}
-	return []byte(names[v]), nil
+	return enumtext.Marshal(names, v, typ, errUnknownName)
 }
 
 func enumUnmarshal[T ~uint8](p *T, text []byte, names []string, typ string) error {
-	for i, n := range names {
-		if string(text) == n {
-			*p = T(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("proxyproto: unknown %s %q (want one of %q)", typ, text, names)
+	return enumtext.Unmarshal(p, names, text, typ, errUnknownName)
 }

@@ -9,6 +9,8 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -376,4 +378,90 @@ func exampleCert() tls.Certificate {
 		log.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// A backend behind a load balancer that terminates TLS and forwards the
+// client's certificate in the PROXY header's SSL TLV: the certificate is
+// believed only because the header came from a trusted upstream, and is
+// verified against the backend's own client CA. Here the "load balancer" is
+// a client on loopback that writes the header with this package's writer.
+func ExampleSSL_VerifyCertificate() {
+	// The backend's client CA and a device certificate it issued.
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "Fleet CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	caDER, _ := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca, _ := x509.ParseCertificate(caDER)
+	devKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	devDER, _ := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "device-7"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca, &devKey.PublicKey, caKey)
+	clientCAs := x509.NewCertPool()
+	clientCAs.AddCert(ca)
+
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := proxyproto.NewListener(inner, proxyproto.Config{
+		TrustedUpstreams: clientip.MustParsePrefixSet("127.0.0.1"), // the load balancers
+		MaxHeaderBytes:   proxyproto.MaxHeaderBytesLimit,           // room for long certificates
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+
+	// The load balancer's side: it terminated the client's TLS, verified the
+	// certificate, and passes what it learnt on.
+	go func() {
+		ssl := proxyproto.SSL{
+			Client:  proxyproto.SSLClientTLS | proxyproto.SSLClientCertConn,
+			Version: "TLSv1.3",
+			CN:      "device-7",
+			CertDER: string(devDER),
+		}
+		tlvs, err := proxyproto.NewTLVs(ssl.TLV())
+		if err != nil {
+			log.Fatal(err)
+		}
+		c, err := proxyproto.DialContext(context.Background(), nil, "tcp", ln.Addr().String(), proxyproto.Header{
+			Version: 2, Command: proxyproto.CommandProxy, TLVs: tlvs,
+			Source:      netip.MustParseAddrPort("203.0.113.7:51000"),
+			Destination: netip.MustParseAddrPort("192.0.2.10:8883"),
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer c.Close()
+		io.Copy(io.Discard, c)
+	}()
+
+	c, err := ln.Accept()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	f, _ := proxyproto.FactsFromConn(c)
+	ssl, ok := f.TLVs.SSL()
+	if !ok || !ssl.CertVerified() {
+		fmt.Println("refused: no verified client certificate")
+		return
+	}
+	chains, err := ssl.VerifyCertificate(x509.VerifyOptions{Roots: clientCAs})
+	if err != nil {
+		fmt.Println("refused:", err)
+		return
+	}
+	fmt.Println("client:", f.Source.Addr(), "over", ssl.Version)
+	fmt.Println("identity:", chains[0][0].Subject.CommonName, "issued by", chains[0][1].Subject.CommonName)
+
+	// The same certificate against another CA.
+	_, err = ssl.VerifyCertificate(x509.VerifyOptions{Roots: x509.NewCertPool()})
+	fmt.Println(errors.Is(err, proxyproto.ErrClientCertUntrusted))
+	// Output:
+	// client: 203.0.113.7 over TLSv1.3
+	// identity: device-7 issued by Fleet CA
+	// true
 }

@@ -50,7 +50,8 @@ func TestFactsString(t *testing.T) {
 // Allocation promises made in doc comments.
 func TestNoAllocs(t *testing.T) {
 	f := Facts{Peer: ap("10.0.0.5:1"), Command: CommandProxy, Source: ap("203.0.113.7:2"),
-		TLVs: mustTLVs(TLV{TLVNoop, "xx"}, TLV{TLVAuthority, "example.com"}, TLV{TLVUniqueID, "id"})}
+		TLVs: mustTLVs(TLV{TLVNoop, "xx"}, TLV{TLVAuthority, "example.com"}, TLV{TLVUniqueID, "id"},
+			SSL{Client: SSLClientTLS | SSLClientCertConn, Version: "TLSv1.3", CN: "device-7", Group: "X25519", CertDER: "\x30\x03\x02\x01\x07"}.TLV())}
 	raw := withCRC(v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2), []byte(f.TLVs.raw)))
 	tests := []struct {
 		name string
@@ -63,10 +64,15 @@ func TestNoAllocs(t *testing.T) {
 			for range f.TLVs.All() {
 			}
 		}},
-		{"frame", func() { frame(raw) }},
+		{"frame", func() { frame(raw, MaxV2Payload) }},
 		{"checkTLVs", func() {
-			if checkTLVs(raw, 28) != nil {
+			if ok, err := checkTLVs(raw, 28); err != nil || !ok {
 				panic("checkTLVs failed")
+			}
+		}},
+		{"TLVs.SSL", func() {
+			if s, ok := f.TLVs.SSL(); !ok || s.Group != "X25519" {
+				panic("TLVs.SSL failed")
 			}
 		}},
 	}

@@ -21,13 +21,22 @@ const (
 	v2FixedLen = 16
 
 	// MaxV2Payload is the largest v2 address block plus TLVs a [Listener]
-	// and [ParseHeader] accept: 4096 bytes, go-proxyproto's default limit. The
-	// specification allows 65535; 4 KiB leaves room for an SSL TLV carrying a
-	// client certificate while bounding what a connection can make us buffer.
+	// accepts unless Config.MaxHeaderBytes says more: 4096 bytes,
+	// go-proxyproto's default limit. The specification allows 65535; 4 KiB
+	// leaves room for an SSL TLV with a common name or a small client
+	// certificate while bounding what any connection can make the listener
+	// buffer.
 	MaxV2Payload = 4096
 
-	// MaxHeaderLen is the longest header a [Listener] reads.
+	// MaxHeaderLen is the longest header a [Listener] reads unless
+	// Config.MaxHeaderBytes says more, and always from an untrusted peer;
+	// every pending connection has a buffer of about this size.
 	MaxHeaderLen = v2FixedLen + MaxV2Payload
+
+	// MaxHeaderBytesLimit is the longest header the specification allows: a
+	// v2 header whose 16-bit length field is 65535. It is the largest
+	// Config.MaxHeaderBytes, and [ParseHeader] accepts headers up to it.
+	MaxHeaderBytesLimit = v2FixedLen + 0xffff
 )
 
 type frameKind uint8
@@ -41,13 +50,14 @@ const (
 
 var (
 	errV1TooLong = errors.New("v1 line has no CRLF within 107 bytes (spec 2.1)")
-	errV2TooLong = errors.New("v2 length exceeds the 4096-byte limit")
+	errV2TooLong = errors.New("v2 length exceeds the limit")
 )
 
 // frame reports what b starts with. For frameV1 and frameV2, n is the length
 // of the complete header, or 0 while more bytes are needed; err reports a
-// header that can never become complete. It does not allocate.
-func frame(b []byte) (k frameKind, n int, err error) {
+// header that can never become complete, such as a v2 header whose length
+// field is above maxV2. It does not allocate.
+func frame(b []byte, maxV2 int) (k frameKind, n int, err error) {
 	if len(b) == 0 {
 		return frameMore, 0, nil
 	}
@@ -78,8 +88,8 @@ func frame(b []byte) (k frameKind, n int, err error) {
 		if len(b) < v2FixedLen {
 			return frameV2, 0, nil
 		}
-		l := int(binary.BigEndian.Uint16(b[14:16]))
-		if l > MaxV2Payload {
+		l := v2Length(b)
+		if l > maxV2 {
 			return frameV2, 0, errV2TooLong
 		}
 		if len(b) < v2FixedLen+l {
@@ -88,4 +98,22 @@ func frame(b []byte) (k frameKind, n int, err error) {
 		return frameV2, v2FixedLen + l, nil
 	}
 	return frameNone, 0, nil
+}
+
+// v2Length returns the length field of a v2 header whose fixed part b holds.
+func v2Length(b []byte) int { return int(binary.BigEndian.Uint16(b[14:16])) }
+
+// v2AddrLen returns the length of the address block of a v2 header whose
+// family byte is fam (spec 2.2): 12 for AF_INET, 36 for AF_INET6, 216 for
+// AF_UNIX, 0 otherwise.
+func v2AddrLen(fam byte) int {
+	switch fam >> 4 {
+	case 0x1:
+		return 12
+	case 0x2:
+		return 36
+	case 0x3:
+		return 216
+	}
+	return 0
 }

@@ -2,11 +2,13 @@ package proxyproto
 
 import (
 	"bytes"
+	"encoding/asn1"
 	"errors"
 	"io"
 	"net"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func fuzzSeeds() [][]byte {
@@ -15,7 +17,16 @@ func fuzzSeeds() [][]byte {
 	ssl := SSL{Client: SSLClientTLS | SSLClientCertConn, Version: "TLSv1.3", CN: "device-7"}.TLV()
 	full := withCRC(v2(0x21, 0x21, a6, tlv(0x02, []byte("example.com")), tlv(0x05, []byte("id-1")),
 		tlv(0x20, []byte(ssl.Value)), tlv(0xEA, []byte("\x01vpce-1")), tlv(0x04, []byte{0, 0})))
+	sslAll := SSL{Client: SSLClientTLS | SSLClientCertConn | SSLClientCertSess, Verify: 21, Version: "TLSv1.3", CN: "device-7",
+		Cipher: "TLS_AES_128_GCM_SHA256", SigAlg: "ecdsa-with-SHA256", KeyAlg: "EC256", Group: "X25519MLKEM768",
+		SigScheme: "ecdsa_secp256r1_sha256", CertDER: fakeDER}.TLV()
 	return [][]byte{
+		v2(0x21, 0x11, a4, tlv(0x20, []byte(sslAll.Value))),
+		v2(0x21, 0x11, a4, tlv(0x20, []byte(sslAll.Value+"\x29\x00\x00"))),
+		v2(0x21, 0x11, a4, tlv(0x20, []byte(sslAll.Value)), tlv(0x20, []byte(sslv(0, 0)))),
+		v2(0x21, 0x11, a4, tlv(0x20, []byte(sslv(SSLClientTLS, 0, sub(0x28, "\x30\x82\x01\x00"+string(make([]byte, 0x100))))))),
+		v2(0x21, 0x11, a4, tlv(0x04, make([]byte, MaxV2Payload))), // longer than a listener's default limit
+		v2(0x21, 0x11, a4, tlv(0x04, make([]byte, bufSize))),      // longer than the pooled buffer
 		[]byte("PROXY TCP4 192.0.2.1 198.51.100.1 56324 443\r\nGET / HTTP/1.1\r\n"),
 		[]byte("PROXY TCP6 2001:db8::1 2001:db8::2 1 2\r\n"),
 		[]byte("PROXY UNKNOWN\r\n"),
@@ -61,7 +72,7 @@ func FuzzHeader(f *testing.F) {
 }
 
 func checkHeader(t *testing.T, data []byte, h Header, n int) {
-	if n <= 0 || n > len(data) || n > MaxHeaderLen {
+	if n <= 0 || n > len(data) || n > MaxHeaderBytesLimit {
 		t.Fatalf("n = %d for %d bytes", n, len(data))
 	}
 	if h2, n2, err := ParseHeader(data[:n]); err != nil || h2 != h || n2 != n {
@@ -107,6 +118,13 @@ func checkHeader(t *testing.T, data []byte, h Header, n int) {
 	if total != h.TLVs.Len() {
 		t.Fatalf("TLVs walk %d of %d bytes", total, h.TLVs.Len())
 	}
+	if v, ok := h.TLVs.Lookup(TLVSSL); ok {
+		s, ok := h.TLVs.SSL()
+		if !ok {
+			t.Fatal("accepted a header whose SSL TLV does not decode")
+		}
+		checkSSL(t, v, s)
+	}
 	if sum, ok := h.TLVs.CRC32C(); ok {
 		at := n - h.TLVs.Len() + bytes.Index([]byte(h.TLVs.raw), []byte{byte(TLVCRC32C), 0, 4}) + 3
 		if crcs != 1 || headerCRC(data[:n], at) != sum {
@@ -151,10 +169,26 @@ func (c *chunkConn) Read(p []byte) (int, error) {
 // trusted upstream (HeaderlessAllow) or an untrusted peer (UntrustedIgnore),
 // and compares its verdict with ParseHeader's.
 func checkReader(t *testing.T, data []byte, chunk int, h Header, n int, perr error, trusted bool) {
-	l := &Listener{headerless: HeaderlessAllow, untrusted: UntrustedIgnore}
+	// A trusted upstream may send what ParseHeader accepts; an untrusted
+	// peer's header is held to the default limit.
+	l := &Listener{headerless: HeaderlessAllow, untrusted: UntrustedIgnore, maxV2: MaxHeaderBytesLimit - v2FixedLen}
+	if !trusted && len(data) >= v2FixedLen && bytes.HasPrefix(data, []byte(sigV2)) && v2Length(data) > MaxV2Payload {
+		perr = ErrHeaderTooLong
+	}
 	c := &chunkConn{data: data, chunk: chunk}
 	done := make(chan outcome, 1)
 	go func() { done <- l.readHeader(&handshake{nc: c, buf: new([bufSize]byte), trusted: trusted}) }()
+	defer func() {
+		// The pooled buffer is replaced once for a trusted upstream's v2
+		// header that does not fit it, and never otherwise.
+		want := uint64(0)
+		if trusted && len(data) >= v2FixedLen && bytes.HasPrefix(data, []byte(sigV2)) && v2FixedLen+v2Length(data) > bufSize {
+			want = 1
+		}
+		if grown := l.grown.Load(); grown != want {
+			t.Fatalf("buffer grown %d times for a trusted=%t peer's %d bytes", grown, trusted, len(data))
+		}
+	}()
 	var r outcome
 	select {
 	case r = <-done:
@@ -166,6 +200,10 @@ func checkReader(t *testing.T, data []byte, chunk int, h Header, n int, perr err
 		t.Fatalf("an untrusted peer's header was believed: %v", r.facts)
 	}
 	switch {
+	case errors.Is(perr, ErrHeaderTooLong):
+		if !errors.Is(r.err, ErrHeaderTooLong) || r.reason != ReasonInvalid {
+			t.Fatalf("an untrusted peer's long header: %+v", r)
+		}
 	case perr == nil:
 		if r.err != nil {
 			t.Fatalf("reader refused what ParseHeader accepted: %v", r.err)
@@ -200,4 +238,124 @@ func checkReader(t *testing.T, data []byte, chunk int, h Header, n int, perr err
 			t.Fatalf("incomplete: reader error %v", r.err)
 		}
 	}
+}
+
+// FuzzSSL feeds arbitrary bytes to the SSL TLV parser. It may not panic; what
+// it refuses wraps ErrInvalidSSL and refuses the header that carries it; what
+// it accepts obeys the rules on SSL, agrees with go-proxyproto's tlvparse,
+// and survives the writer and the header parser unchanged.
+func FuzzSSL(f *testing.F) {
+	for _, tc := range parseSSLCases() {
+		f.Add([]byte(tc.in))
+	}
+	a4 := addrs4("192.0.2.1", "198.51.100.1", 1, 2)
+	f.Fuzz(func(t *testing.T, v []byte) {
+		s, err := parseSSL(string(v))
+		var in []byte
+		if len(v) <= 0xffff-12-3 {
+			in = v2(0x21, 0x11, a4, tlv(0x20, v))
+		}
+		if err != nil {
+			if !errors.Is(err, ErrInvalidSSL) || s != (SSL{}) {
+				t.Fatalf("refused with %v, %+v", err, s)
+			}
+			if in != nil {
+				if _, _, herr := ParseHeader(in); !errors.Is(herr, ErrInvalidSSL) {
+					t.Fatalf("ParseHeader accepted an SSL TLV parseSSL refused (%v): %v", err, herr)
+				}
+			}
+			return
+		}
+		checkSSL(t, string(v), s)
+		if in != nil {
+			h, _, err := ParseHeader(in)
+			if err != nil {
+				t.Fatalf("ParseHeader refused an SSL TLV parseSSL accepted: %v", err)
+			}
+			if got, ok := h.TLVs.SSL(); !ok || got != s {
+				t.Fatalf("header's SSL %+v, %t; want %+v", got, ok, s)
+			}
+		}
+	})
+}
+
+// checkSSL checks an SSL that parseSSL decoded from v.
+func checkSSL(t *testing.T, v string, s SSL) {
+	t.Helper()
+	if !referenceValid(s) {
+		t.Fatalf("accepted %+v, which breaks a rule", s)
+	}
+	agreesWithTLVParse(t, v, s)
+	again, err := parseSSL(s.TLV().Value)
+	if err != nil || again != s {
+		t.Fatalf("parse(format(x)) = %+v, %v; want %+v", again, err, s)
+	}
+	if c, err := s.Certificate(); (c == nil) == (err == nil) ||
+		(err != nil && !errors.Is(err, ErrNoClientCert) && !errors.Is(err, ErrInvalidClientCert)) {
+		t.Fatalf("Certificate: %v, %v", c, err)
+	}
+}
+
+// FuzzSSLFields writes arbitrary SSL values and reads them back: the parser
+// takes exactly those a slow reference of the rules calls valid, and returns
+// them unchanged (parse(format(x)) == x).
+func FuzzSSLFields(f *testing.F) {
+	for _, tc := range parseSSLCases() {
+		if !tc.wantErr {
+			s := tc.want
+			f.Add(s.Client, s.Verify, s.Version, s.CN, s.Cipher, s.SigAlg, s.KeyAlg, s.Group, s.SigScheme, []byte(s.CertDER))
+		}
+	}
+	f.Add(SSLClientTLS|SSLClientCertConn, uint32(0), "TLSv1.3", "device\xff", "", "", "", "", "", []byte("\x30\x81\x03\x02\x01\x07"))
+	f.Fuzz(func(t *testing.T, client uint8, verify uint32, version, cn, cipher, sigAlg, keyAlg, group, sigScheme string, der []byte) {
+		s := SSL{Client: client, Verify: verify, Version: version, CN: cn, Cipher: cipher, SigAlg: sigAlg, KeyAlg: keyAlg,
+			Group: group, SigScheme: sigScheme, CertDER: string(der)}
+		v := s.TLV().Value
+		if len(v) > 0xffff {
+			if _, err := NewTLVs(s.TLV()); !errors.Is(err, ErrInvalidHeaderValue) {
+				t.Fatalf("NewTLVs took a %d-byte SSL TLV: %v", len(v), err)
+			}
+			return
+		}
+		got, err := parseSSL(v)
+		switch ok := referenceValid(s); {
+		case ok && (err != nil || got != s):
+			t.Fatalf("parse(format(%+v)) = %+v, %v", s, got, err)
+		case !ok && err == nil:
+			t.Fatalf("accepted %+v, which breaks a rule", s)
+		}
+	})
+}
+
+// referenceValid is the rules on SSL written out plainly, with
+// encoding/asn1 for the DER check, independent of parseSSL.
+func referenceValid(s SSL) bool {
+	for _, f := range []string{s.Version, s.Cipher, s.SigAlg, s.KeyAlg, s.Group, s.SigScheme} {
+		for _, r := range []byte(f) {
+			if r > 0x7f {
+				return false
+			}
+		}
+	}
+	if !utf8.ValidString(s.CN) {
+		return false
+	}
+	if s.CertDER != "" {
+		var rv asn1.RawValue
+		rest, err := asn1.Unmarshal([]byte(s.CertDER), &rv)
+		if err != nil || len(rest) != 0 || rv.Class != asn1.ClassUniversal || rv.Tag != asn1.TagSequence || !rv.IsCompound {
+			return false
+		}
+	}
+	tlsBit := s.Client&0x01 != 0
+	certBits := s.Client&0x06 != 0
+	switch {
+	case tlsBit && s.Version == "":
+		return false
+	case certBits && !tlsBit:
+		return false
+	case (s.CN != "" || s.CertDER != "") && !certBits:
+		return false
+	}
+	return true
 }

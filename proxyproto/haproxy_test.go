@@ -12,13 +12,16 @@ import (
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/internal/e2e"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // haproxyAddr is the source address HAProxy uses towards the test server, so
 // the socket layer is distinguishable from every client.
 const haproxyAddr = "127.0.0.200"
 
-var haproxyConfig = template.Must(template.New("cfg").Parse(`
+// haproxyDefaults opens every HAProxy configuration of these tests.
+const haproxyDefaults = `
 global
     maxconn 256
 
@@ -28,7 +31,9 @@ defaults
     timeout client  10s
     timeout server  10s
     timeout check   1s
+`
 
+var haproxyConfig = template.Must(template.New("cfg").Parse(haproxyDefaults + `
 frontend fe_v1
     bind 127.0.0.1:{{.V1}}
     default_backend be_v1
@@ -60,9 +65,7 @@ func startHAProxy(t *testing.T, app int) (v1, v2, mapped string) {
 	t.Helper()
 	p := e2e.StartHAProxy(t, 3, func(p []int) string {
 		var cfg strings.Builder
-		if err := haproxyConfig.Execute(&cfg, struct{ V1, V2, Mapped, App int }{p[0], p[1], p[2], app}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, haproxyConfig.Execute(&cfg, struct{ V1, V2, Mapped, App int }{p[0], p[1], p[2], app}))
 		return cfg.String()
 	})
 	return fmt.Sprintf("127.0.0.1:%d", p[0]), fmt.Sprintf("127.0.0.1:%d", p[1]), fmt.Sprintf("127.0.0.1:%d", p[2])
@@ -74,17 +77,13 @@ func startHAProxy(t *testing.T, app int) (v1, v2, mapped string) {
 // its UNIQUE_ID, and accept its LOCAL health checks.
 func TestHAProxy(t *testing.T) {
 	app, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	l, err := NewListener(app, Config{
 		TrustedUpstreams:  clientip.MustParsePrefixSet(haproxyAddr),
 		ReadHeaderTimeout: 3 * time.Second,
-		OnReject:          func(r Rejection) { t.Errorf("rejected: %+v", r) },
+		OnReject:          func(r Rejection) { assert.Fail(t, "rejected", "%+v", r) },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	resolver := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet(haproxyAddr)})
 	go serveEach(l, func(c net.Conn) {
@@ -113,9 +112,7 @@ func TestHAProxy(t *testing.T) {
 			c := dial(t, tt.client, tt.frontend)
 			c.SetDeadline(time.Now().Add(5 * time.Second))
 			line, err := bufio.NewReader(c).ReadString('\n')
-			if err != nil {
-				t.Fatalf("no answer through haproxy: %v", err)
-			}
+			require.NoError(t, err, "no answer through haproxy")
 			me := c.LocalAddr().(*net.TCPAddr).AddrPort()
 			want := append([]string{
 				"peer=" + haproxyAddr + " ",
@@ -124,14 +121,11 @@ func TestHAProxy(t *testing.T) {
 				"client=" + tt.client + " from=proxy-protocol err=<nil>",
 			}, tt.want...)
 			for _, w := range want {
-				if !strings.Contains(line, w) {
-					t.Errorf("server saw %q, missing %q", strings.TrimSpace(line), w)
-				}
+				assert.Contains(t, line, w, "what the server saw")
 			}
 		})
 	}
 	waitFor(t, "a LOCAL health check from haproxy", func() bool { return l.Stats().Local > 0 })
-	if st := l.Stats(); st.TotalRejected() != 0 {
-		t.Errorf("Stats = %+v", st)
-	}
+	st := l.Stats()
+	assert.Zero(t, st.TotalRejected(), "Stats = %+v", st)
 }

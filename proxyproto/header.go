@@ -3,6 +3,7 @@ package proxyproto
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
@@ -43,15 +44,18 @@ type Header struct {
 // b and reports its length. b must hold the whole header; bytes after it are
 // not looked at. It applies every check a [Listener] applies to a trusted
 // upstream's header, and nothing about trust: the caller decides whether the
-// sender may speak for its clients.
+// sender may speak for its clients. Since b already holds the header, it
+// accepts any length the specification allows (up to [MaxHeaderBytesLimit]);
+// a Listener's limit is Config.MaxHeaderBytes.
 //
 // Errors wrap [ErrNoHeader] when b does not start with a signature,
 // [ErrIncomplete] when b ends inside the header, and [ErrInvalidHeader]
-// (possibly with [ErrChecksum], [ErrUniqueIDTooLong] or [ErrFamilyMismatch])
-// when the header breaks a rule. It is safe for concurrent use and allocates a
-// few small objects per call (go-proxyproto's parser) plus the TLV bytes.
+// (possibly with [ErrChecksum], [ErrUniqueIDTooLong], [ErrFamilyMismatch] or
+// [ErrInvalidSSL]) when the header breaks a rule. It is safe for concurrent
+// use and allocates a few small objects per call (go-proxyproto's parser)
+// plus the TLV bytes.
 func ParseHeader(b []byte) (Header, int, error) {
-	k, n, err := frame(b)
+	k, n, err := frame(b, MaxHeaderBytesLimit-v2FixedLen)
 	switch {
 	case k == frameNone:
 		return Header{}, 0, ErrNoHeader
@@ -68,23 +72,35 @@ func ParseHeader(b []byte) (Header, int, error) {
 }
 
 // parser feeds one framed header to go-proxyproto's parser. The buffer is
-// large enough for any framed header, so the parser never sees a short read.
+// large enough for any header go-proxyproto is given, so it never sees a
+// short read.
 type parser struct {
 	src bytes.Reader
 	br  *bufio.Reader
+	v2  [v2FixedLen + 216]byte // a v2 header's fixed part and address block
 }
 
 var parserPool = sync.Pool{New: func() any {
 	p := new(parser)
-	p.br = bufio.NewReaderSize(&p.src, MaxHeaderLen)
+	p.br = bufio.NewReaderSize(&p.src, len(p.v2))
 	return p
 }}
 
 // parseFrame parses and validates raw, which frame reported as one complete
-// header.
+// header. go-proxyproto is given a v2 header's fixed part and address block
+// only, with the length field cut to match: this package validates the TLVs
+// itself (validate), and go-proxyproto would refuse a length above its
+// process-wide MaxV2HeaderSize and copy the TLVs once more.
 func parseFrame(raw []byte) (Header, error) {
 	p := parserPool.Get().(*parser)
-	p.src.Reset(raw)
+	in := raw
+	if len(raw) > v2FixedLen && raw[0] == sigV2[0] {
+		if a := v2AddrLen(raw[13]); len(raw)-v2FixedLen > a {
+			in = p.v2[:copy(p.v2[:], raw[:v2FixedLen+a])]
+			binary.BigEndian.PutUint16(in[14:16], uint16(a))
+		}
+	}
+	p.src.Reset(in)
 	p.br.Reset(&p.src)
 	ph, err := pp.Read(p.br)
 	left := p.br.Buffered() + p.src.Len()

@@ -92,6 +92,21 @@ type Config struct {
 	// DefaultMaxPendingPerSource; negative is an error.
 	MaxPendingPerSource int
 
+	// MaxHeaderBytes bounds the length of a trusted upstream's header, from
+	// MaxHeaderLen (16+4096 bytes) to MaxHeaderBytesLimit (16+65535, the
+	// largest v2 header). Raise it for a load balancer that forwards client
+	// certificates in the SSL TLV (PP2_SUBTYPE_SSL_CLIENT_CERT, see [SSL]),
+	// which with a long certificate can pass 4 KiB. Every pending connection
+	// reads into a buffer of about MaxHeaderLen bytes, whatever this says;
+	// only a trusted upstream's connection whose v2 length field asks for
+	// more, within this bound, gets a buffer of its header's exact size, so
+	// raising it costs memory only for the headers that need it, and at most
+	// MaxPending × MaxHeaderBytes at once. A header from a peer outside
+	// TrustedUpstreams (under UntrustedIgnore) is always held to
+	// MaxHeaderLen. A longer header is refused with [ErrHeaderTooLong]. Zero
+	// means MaxHeaderLen; any other value outside that range is an error.
+	MaxHeaderBytes int
+
 	// OnReject, when set, is called once for every connection the listener
 	// refuses after reading from it, after closing it, on a goroutine of the
 	// listener's (never the one accepting from the inner listener). It may be
@@ -144,6 +159,7 @@ type Listener struct {
 	headerless HeaderlessPolicy
 	untrusted  UntrustedPolicy
 	timeout    time.Duration
+	maxV2      int // the longest v2 address block and TLVs of a trusted upstream
 	onReject   func(Rejection)
 	onAcceptEr func(error, time.Duration)
 
@@ -162,6 +178,7 @@ type Listener struct {
 	pending                                         atomic.Int64
 	inline                                          atomic.Uint64 // judged without waiting (tests)
 	waited                                          atomic.Uint64 // handed to a goroutine to wait (tests)
+	grown                                           atomic.Uint64 // buffers grown for a long header (tests)
 	accepted, proxied, local, ignored, acceptErrors atomic.Uint64
 	rejected                                        [numReasons]atomic.Uint64
 	shed                                            [numShedReasons]atomic.Uint64
@@ -202,6 +219,12 @@ func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 		return nil, fmt.Errorf("%w: MaxPendingUntrusted %d is negative", ErrInvalidConfig, cfg.MaxPendingUntrusted)
 	case perSource < 0:
 		return nil, fmt.Errorf("%w: MaxPendingPerSource %d is negative", ErrInvalidConfig, cfg.MaxPendingPerSource)
+	case cfg.MaxHeaderBytes != 0 && (cfg.MaxHeaderBytes < MaxHeaderLen || cfg.MaxHeaderBytes > MaxHeaderBytesLimit):
+		return nil, fmt.Errorf("%w: MaxHeaderBytes %d is outside [%d, %d]", ErrInvalidConfig, cfg.MaxHeaderBytes, MaxHeaderLen, MaxHeaderBytesLimit)
+	}
+	l.maxV2 = MaxV2Payload
+	if cfg.MaxHeaderBytes != 0 {
+		l.maxV2 = cfg.MaxHeaderBytes - v2FixedLen
 	}
 	if l.timeout == 0 {
 		l.timeout = DefaultReadHeaderTimeout
@@ -403,9 +426,18 @@ type handshake struct {
 	start   time.Time
 	peer    netip.AddrPort
 	trusted bool
-	buf     *[bufSize]byte
-	have    int   // bytes in buf
-	rerr    error // the last read's error
+	buf     *[bufSize]byte // from bufPool; nil once big replaces it
+	big     []byte         // a trusted upstream's header longer than buf
+	have    int            // bytes read
+	rerr    error          // the last read's error
+}
+
+// bytes returns the buffer hs reads into.
+func (hs *handshake) bytes() []byte {
+	if hs.big != nil {
+		return hs.big
+	}
+	return hs.buf[:]
 }
 
 func (l *Listener) track(nc net.Conn) {
@@ -423,7 +455,8 @@ func (l *Listener) untrack(nc net.Conn) {
 	l.mu.Unlock()
 }
 
-// bufSize holds the largest header and whatever arrives with it in one read.
+// bufSize holds the largest header under the default limit and whatever
+// arrives with it in one read.
 const bufSize = MaxHeaderLen + 512
 
 var bufPool = sync.Pool{New: func() any { return new([bufSize]byte) }}
@@ -452,7 +485,7 @@ func (l *Listener) readHeader(hs *handshake) outcome {
 			return r
 		}
 		var m int
-		m, hs.rerr = hs.nc.Read(hs.buf[hs.have:])
+		m, hs.rerr = hs.nc.Read(hs.bytes()[hs.have:])
 		hs.have += m
 	}
 }
@@ -461,8 +494,10 @@ func (l *Listener) readHeader(hs *handshake) outcome {
 // From the accept loop (inline), OnReject runs in a goroutine of its own so
 // that a slow callback cannot stall accepting.
 func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
-	bufPool.Put(hs.buf)
-	hs.buf = nil
+	if hs.buf != nil {
+		bufPool.Put(hs.buf)
+	}
+	hs.buf, hs.big = nil, nil
 	defer l.release(hs)
 	nc := hs.nc
 	if r.err != nil {
@@ -539,8 +574,12 @@ func versionOf(k frameKind) uint8 {
 // soon as it can: an untrusted header is refused at its signature, before the
 // rest is read.
 func (l *Listener) judge(hs *handshake) (outcome, bool) {
-	buf, have, rerr := hs.buf[:], hs.have, hs.rerr
-	k, n, ferr := frame(buf[:have])
+	buf, have, rerr := hs.bytes(), hs.have, hs.rerr
+	maxV2 := MaxV2Payload
+	if hs.trusted {
+		maxV2 = max(l.maxV2, MaxV2Payload)
+	}
+	k, n, ferr := frame(buf[:have], maxV2)
 	if k == frameMore && rerr != nil && isEOF(rerr) {
 		// The peer finished before a signature could match: no header.
 		k = frameNone
@@ -558,6 +597,9 @@ func (l *Listener) judge(hs *handshake) (outcome, bool) {
 		return outcome{rest: clone(buf[:have])}, true
 	case k != frameMore && !hs.trusted && l.untrusted == UntrustedClose:
 		return outcome{version: ver, reason: ReasonUntrusted, err: ErrUntrustedHeader}, true
+	case errors.Is(ferr, errV2TooLong):
+		return outcome{version: ver, reason: ReasonInvalid, err: fmt.Errorf("%w: %w: v2 length %d, more than %d",
+			ErrInvalidHeader, ErrHeaderTooLong, v2Length(buf), maxV2)}, true
 	case ferr != nil:
 		return outcome{version: ver, reason: ReasonInvalid, err: fmt.Errorf("%w: %w", ErrInvalidHeader, ferr)}, true
 	case n > 0:
@@ -584,10 +626,27 @@ func (l *Listener) judge(hs *handshake) (outcome, bool) {
 		}
 		return outcome{version: ver, reason: ReasonIncomplete, err: fmt.Errorf("%w after %d bytes: %w", ErrIncomplete, have, rerr)}, true
 	}
+	if k == frameV2 && have >= v2FixedLen && hs.trusted {
+		if need := v2FixedLen + v2Length(buf); need > len(buf) {
+			l.grow(hs, need) // frame checked need against the trusted limit
+			return outcome{}, false
+		}
+	}
 	if have == len(buf) {
-		return outcome{version: ver, reason: ReasonInvalid, err: fmt.Errorf("%w: header too long", ErrInvalidHeader)}, true
+		return outcome{version: ver, reason: ReasonInvalid, err: fmt.Errorf("%w: %w", ErrInvalidHeader, ErrHeaderTooLong)}, true
 	}
 	return outcome{}, false
+}
+
+// grow gives hs a buffer of exactly need bytes, for a trusted upstream's
+// header longer than the pooled buffer; reads then end where the header
+// does, and what follows stays in the socket for the application.
+func (l *Listener) grow(hs *handshake, need int) {
+	big := make([]byte, need)
+	copy(big, hs.buf[:hs.have])
+	bufPool.Put(hs.buf)
+	hs.buf, hs.big = nil, big
+	l.grown.Add(1)
 }
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }

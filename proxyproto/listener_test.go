@@ -368,10 +368,11 @@ func TestListenerInvalidHeader(t *testing.T) {
 		in   []byte
 		want error
 	}{
-		{"2.2.5 bad checksum", flipLast(withCRC(v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2)))), ErrChecksum},
-		{"2.2.6 long unique id", v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2), tlv(0x05, make([]byte, 129))), ErrUniqueIDTooLong},
+		{"2.2.3 bad checksum", flipLast(withCRC(v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2)))), ErrChecksum},
+		{"2.2.5 long unique id", v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2), tlv(0x05, make([]byte, 129))), ErrUniqueIDTooLong},
 		{"2.1 v1 without CRLF in 107 bytes", []byte("PROXY TCP4 " + strings.Repeat("1", 120)), ErrInvalidHeader},
-		{"2.2 v2 longer than 4096", v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2), tlv(0x04, make([]byte, 4100))), ErrInvalidHeader},
+		{"2.2 v2 longer than 4096", v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2), tlv(0x04, make([]byte, 4100))), ErrHeaderTooLong},
+		{"2.2.6 malformed SSL TLV", v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2), tlv(0x20, []byte{0x01, 0, 0, 0, 0})), ErrInvalidSSL},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -473,6 +474,9 @@ func TestNewListenerConfig(t *testing.T) {
 		{"negative MaxPendingPerSource", Config{MaxPendingPerSource: -1}},
 		{"unknown Headerless", Config{Headerless: 7}},
 		{"unknown Untrusted", Config{Untrusted: 7}},
+		{"MaxHeaderBytes below the default", Config{MaxHeaderBytes: MaxHeaderLen - 1}},
+		{"MaxHeaderBytes above 16+65535", Config{MaxHeaderBytes: MaxHeaderBytesLimit + 1}},
+		{"negative MaxHeaderBytes", Config{MaxHeaderBytes: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -488,6 +492,10 @@ func TestNewListenerConfig(t *testing.T) {
 	assert.Equal(t, DefaultMaxPendingUntrusted, l.untrust.max)
 	assert.Equal(t, DefaultMaxPendingPerSource, l.untrust.perSource)
 	assert.Equal(t, DefaultReadHeaderTimeout, l.timeout)
+	assert.Equal(t, MaxV2Payload, l.maxV2)
+	l, err = NewListener(inner, Config{MaxHeaderBytes: MaxHeaderBytesLimit})
+	require.NoError(t, err, "MaxHeaderBytes at the spec's limit")
+	assert.Equal(t, 0xffff, l.maxV2)
 }
 
 // Bytes that arrived with the header are not lost by io.Copy (go-proxyproto

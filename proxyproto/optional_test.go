@@ -47,7 +47,7 @@ func TestListenerOptionalHeader(t *testing.T) {
 		{name: "untrusted, v1 PROXY: discarded, never believed", src: untrusted, header: proxyV1, command: CommandNone},
 		{name: "untrusted, AWS NLB health check: discarded", src: untrusted, header: nlb, command: CommandNone},
 		{name: "untrusted, no header", src: untrusted, command: CommandNone},
-		{name: "untrusted, 2.2.5 bad checksum: refused", src: untrusted, header: badCRC, refused: true, reason: ReasonInvalid},
+		{name: "untrusted, 2.2.3 bad checksum: refused", src: untrusted, header: badCRC, refused: true, reason: ReasonInvalid},
 		{name: "untrusted, 2.1 v1 without CRLF: refused", src: untrusted, header: []byte("PROXY TCP4 10.0.0.2 10.0.0.11 51234 32123\n"), refused: true, reason: ReasonInvalid},
 		{name: "untrusted, v2 version 3: refused", src: untrusted, header: v2(0x31, 0x11, nil), refused: true, reason: ReasonInvalid},
 		{name: "trusted, v2 version 3: refused", src: lbAddr, header: v2(0x31, 0x11, nil), refused: true, reason: ReasonInvalid},

@@ -184,23 +184,16 @@ func (t TLVs) GCPPSCConnectionID() (uint64, bool) {
 	return tlvparse.ExtractPSCConnectionID(t.of(TLVGCP))
 }
 
-// SSL returns the PP2_TYPE_SSL field, decoded and checked by go-proxyproto's
-// tlvparse (version present when the client used TLS, ASCII cipher and
-// version, UTF-8 common name). A malformed field is reported absent. It
-// allocates.
+// SSL returns the PP2_TYPE_SSL field, decoded. On a parsed header it has
+// passed every rule listed on [SSL] (a header whose SSL TLV breaks one, or
+// that carries two, is refused); in TLVs built with [NewTLVs] a malformed
+// field is reported absent. The strings of the result share t's memory: it
+// does not allocate.
 func (t TLVs) SSL() (SSL, bool) {
-	for _, f := range t.of(TLVSSL) {
-		s, err := tlvparse.SSL(f)
-		if err != nil {
-			continue
-		}
-		out := SSL{Client: s.Client, Verify: s.Verify}
-		out.Version, _ = s.SSLVersion()
-		out.CN, _ = s.ClientCN()
-		out.Cipher, _ = s.SSLCipher()
-		out.SigAlg, _ = s.SSLSigAlg()
-		out.KeyAlg, _ = s.SSLKeyAlg()
-		return out, true
+	v, ok := t.Lookup(TLVSSL)
+	if !ok {
+		return SSL{}, false
 	}
-	return SSL{}, false
+	s, err := parseSSL(v)
+	return s, err == nil
 }

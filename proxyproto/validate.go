@@ -13,7 +13,7 @@ import (
 // section of the PROXY protocol specification (haproxy doc/proxy-protocol.txt)
 // it enforces; validate_test.go has a named test for each.
 
-// maxUniqueID is the longest PP2_TYPE_UNIQUE_ID value (spec 2.2.6).
+// maxUniqueID is the longest PP2_TYPE_UNIQUE_ID value (spec 2.2.5).
 const maxUniqueID = 128
 
 var (
@@ -69,11 +69,18 @@ func validate(ph *pp.Header, raw []byte) (Header, error) {
 		if tp.IsIPv6() {
 			off = v2FixedLen + 36
 		}
-		if err := checkTLVs(raw, off); err != nil {
+		hasSSL, err := checkTLVs(raw, off)
+		if err != nil {
 			return Header{}, err
 		}
 		if off < len(raw) {
 			h.TLVs = TLVs{raw: string(raw[off:])}
+		}
+		if hasSSL {
+			v, _ := h.TLVs.Lookup(TLVSSL)
+			if _, err := parseSSL(v); err != nil {
+				return Header{}, fmt.Errorf("%w: %w", ErrInvalidHeader, err)
+			}
 		}
 	}
 	return h, nil
@@ -98,48 +105,56 @@ func v1Family(raw []byte, six bool) error {
 }
 
 // checkTLVs walks the TLV vector of a v2 PROXY header that starts at raw[off:]
-// and enforces: well-formed framing (spec 2.2.1: a TLV that runs past the
-// header is malformed), UNIQUE_ID at most 128 bytes (spec 2.2.6), and, when a
+// and enforces: well-formed framing (spec 2.2: a TLV that runs past the
+// header is malformed), UNIQUE_ID at most 128 bytes (spec 2.2.5), and, when a
 // PP2_TYPE_CRC32C TLV is present, that it is 4 bytes, appears once, and equals
 // the CRC32c (Castagnoli) of the whole header with the checksum field zeroed
-// (spec 2.2.5: "If it is not [equal], the receiver MUST treat the TCP
-// connection containing the header as invalid"). It does not allocate unless it
-// fails.
-func checkTLVs(raw []byte, off int) error {
+// (spec 2.2.3: "If it is not [equal], the receiver MUST treat the TCP
+// connection containing the header as invalid"). It reports whether there is
+// a PP2_TYPE_SSL TLV, and refuses a second one (spec 2.2.6 describes one
+// <client> and <verify> per connection; two would leave the receiver to guess
+// which is the client's), for the caller to decode. It does not allocate
+// unless it fails.
+func checkTLVs(raw []byte, off int) (hasSSL bool, err error) {
 	crcAt := -1
 	for i := off; i < len(raw); {
 		if len(raw)-i < 3 {
-			return fmt.Errorf("%w: truncated TLV at byte %d", ErrInvalidHeader, i)
+			return false, fmt.Errorf("%w: truncated TLV at byte %d", ErrInvalidHeader, i)
 		}
 		typ := TLVType(raw[i])
 		l := int(binary.BigEndian.Uint16(raw[i+1 : i+3]))
 		v := i + 3
 		if v+l > len(raw) {
-			return fmt.Errorf("%w: TLV %s at byte %d runs past the header", ErrInvalidHeader, typ, i)
+			return false, fmt.Errorf("%w: TLV %s at byte %d runs past the header", ErrInvalidHeader, typ, i)
 		}
 		switch typ {
 		case TLVCRC32C:
 			if crcAt >= 0 {
-				return fmt.Errorf("%w: %w: two CRC32C TLVs", ErrInvalidHeader, ErrChecksum)
+				return false, fmt.Errorf("%w: %w: two CRC32C TLVs", ErrInvalidHeader, ErrChecksum)
 			}
 			if l != 4 {
-				return fmt.Errorf("%w: %w: CRC32C TLV is %d bytes, not 4", ErrInvalidHeader, ErrChecksum, l)
+				return false, fmt.Errorf("%w: %w: CRC32C TLV is %d bytes, not 4", ErrInvalidHeader, ErrChecksum, l)
 			}
 			crcAt = v
 		case TLVUniqueID:
 			if l > maxUniqueID {
-				return fmt.Errorf("%w: %w: %d bytes", ErrInvalidHeader, ErrUniqueIDTooLong, l)
+				return false, fmt.Errorf("%w: %w: %d bytes", ErrInvalidHeader, ErrUniqueIDTooLong, l)
 			}
+		case TLVSSL:
+			if hasSSL {
+				return false, fmt.Errorf("%w: %w: two SSL TLVs", ErrInvalidHeader, ErrInvalidSSL)
+			}
+			hasSSL = true
 		}
 		i = v + l
 	}
 	if crcAt >= 0 {
 		want := binary.BigEndian.Uint32(raw[crcAt:])
 		if got := headerCRC(raw, crcAt); got != want {
-			return fmt.Errorf("%w: %w: header says %08x, computed %08x", ErrInvalidHeader, ErrChecksum, want, got)
+			return false, fmt.Errorf("%w: %w: header says %08x, computed %08x", ErrInvalidHeader, ErrChecksum, want, got)
 		}
 	}
-	return nil
+	return hasSSL, nil
 }
 
 // headerCRC returns the CRC32c of raw with the 4 bytes at at taken as zero.

@@ -81,24 +81,28 @@ func TestParseHeader(t *testing.T) {
 		{name: "2.2 v2 UDP4 on a stream connection", in: v2(p4, 0x12, a4), wantErr: ErrFamilyMismatch},
 		{name: "2.2 v2 AF_UNIX carries no IP", in: v2(p4, 0x31, make([]byte, 216)), wantErr: ErrFamilyMismatch},
 		{name: "2.2 v2 length shorter than the address block", in: v2(p4, tcp4, a4[:8]), wantErr: ErrInvalidHeader},
-		{name: "2.2 v2 length above 4096", in: v2(p4, tcp4, a4, tlv(0x04, make([]byte, 4096))), wantErr: ErrInvalidHeader},
+		{name: "2.2 v2 length of 65535, the most a 16-bit field says (ParseHeader holds the bytes)",
+			in: v2(p4, tcp4, a4, tlv(0x04, make([]byte, 0xffff-12-3)))},
+		{name: "2.2 v2 LOCAL with a block longer than 4096 bytes", in: v2(l4, tcp4, a4, tlv(0x04, make([]byte, 5000))),
+			want: Header{Version: 2, Command: CommandLocal}},
+		{name: "2.2 v2 AF_UNIX with TLVs still carries no IP", in: v2(p4, 0x31, make([]byte, 216), tlv(0x04, nil)), wantErr: ErrFamilyMismatch},
 		{name: "2.2 v2 truncated", in: v2(p4, tcp4, a4)[:20], wantErr: ErrIncomplete},
 		{name: "2.2 v2 signature only", in: []byte(sigV2), wantErr: ErrIncomplete},
 
 		// 2.2.x TLVs
-		{name: "2.2.1 TLV running past the header", in: v2(p4, tcp4, a4, []byte{0x02, 0, 9, 'a'}), wantErr: ErrInvalidHeader},
-		{name: "2.2.1 truncated TLV header", in: v2(p4, tcp4, a4, []byte{0x02, 0}), wantErr: ErrInvalidHeader},
+		{name: "2.2 TLV running past the header", in: v2(p4, tcp4, a4, []byte{0x02, 0, 9, 'a'}), wantErr: ErrInvalidHeader},
+		{name: "2.2 truncated TLV header", in: v2(p4, tcp4, a4, []byte{0x02, 0}), wantErr: ErrInvalidHeader},
 		{name: "2.2 TLVs are kept", in: v2(p4, tcp4, a4, tlv(0x02, []byte("example.com")), tlv(0x04, []byte{0, 0})),
 			want: Header{Version: 2, Command: CommandProxy, Source: ap("192.0.2.1:56324"), Destination: ap("198.51.100.1:443"),
 				TLVs: TLVs{raw: string(append(tlv(0x02, []byte("example.com")), tlv(0x04, []byte{0, 0})...))}}},
-		{name: "2.2.5 CRC32C matches", in: withCRC(v2(p4, tcp4, a4, tlv(0x02, []byte("example.com"))))},
-		{name: "2.2.5 CRC32C mismatch", in: flipLast(withCRC(v2(p4, tcp4, a4))), wantErr: ErrChecksum},
-		{name: "2.2.5 CRC32C of another header", in: withCRCOf(v2(p4, tcp4, a4), v2(p4, tcp4, addrs4("203.0.113.9", "198.51.100.1", 56324, 443))), wantErr: ErrChecksum},
-		{name: "2.2.5 CRC32C not 4 bytes", in: v2(p4, tcp4, a4, tlv(0x03, []byte{1, 2, 3})), wantErr: ErrChecksum},
-		{name: "2.2.5 two CRC32C TLVs", in: withCRC(v2(p4, tcp4, a4, tlv(0x03, []byte{0, 0, 0, 0}))), wantErr: ErrChecksum},
-		{name: "2.2.6 UNIQUE_ID of 128 bytes", in: v2(p4, tcp4, a4, tlv(0x05, unique128)),
+		{name: "2.2.3 CRC32C matches", in: withCRC(v2(p4, tcp4, a4, tlv(0x02, []byte("example.com"))))},
+		{name: "2.2.3 CRC32C mismatch", in: flipLast(withCRC(v2(p4, tcp4, a4))), wantErr: ErrChecksum},
+		{name: "2.2.3 CRC32C of another header", in: withCRCOf(v2(p4, tcp4, a4), v2(p4, tcp4, addrs4("203.0.113.9", "198.51.100.1", 56324, 443))), wantErr: ErrChecksum},
+		{name: "2.2.3 CRC32C not 4 bytes", in: v2(p4, tcp4, a4, tlv(0x03, []byte{1, 2, 3})), wantErr: ErrChecksum},
+		{name: "2.2.3 two CRC32C TLVs", in: withCRC(v2(p4, tcp4, a4, tlv(0x03, []byte{0, 0, 0, 0}))), wantErr: ErrChecksum},
+		{name: "2.2.5 UNIQUE_ID of 128 bytes", in: v2(p4, tcp4, a4, tlv(0x05, unique128)),
 			want: Header{Version: 2, Command: CommandProxy, Source: ap("192.0.2.1:56324"), Destination: ap("198.51.100.1:443"), TLVs: TLVs{raw: string(tlv(0x05, unique128))}}},
-		{name: "2.2.6 UNIQUE_ID of 129 bytes", in: v2(p4, tcp4, a4, tlv(0x05, append(unique128, 'x'))), wantErr: ErrUniqueIDTooLong},
+		{name: "2.2.5 UNIQUE_ID of 129 bytes", in: v2(p4, tcp4, a4, tlv(0x05, append(unique128, 'x'))), wantErr: ErrUniqueIDTooLong},
 
 		// Not a header at all.
 		{name: "no signature: TLS ClientHello", in: []byte{0x16, 0x03, 0x01, 0x00, 0xa5}, wantErr: ErrNoHeader},
@@ -156,6 +160,18 @@ func TestV1FamilyIgnoresLibraryGlobal(t *testing.T) {
 	defer func() { pp.V1AcceptIPv4InTCP6 = old }()
 	_, _, err := ParseHeader([]byte("PROXY TCP6 192.0.2.1 2001:db8::2 1 2\r\n"))
 	assert.ErrorIs(t, err, ErrFamilyMismatch)
+}
+
+// go-proxyproto's process-wide MaxV2HeaderSize must not limit this
+// package's headers: it is given the fixed part and the address block only.
+func TestV2LengthIgnoresLibraryGlobal(t *testing.T) {
+	old := pp.MaxV2HeaderSize
+	pp.MaxV2HeaderSize = 16
+	defer func() { pp.MaxV2HeaderSize = old }()
+	h, _, err := ParseHeader(v2(0x21, 0x11, addrs4("192.0.2.1", "198.51.100.1", 1, 2), tlv(0x02, []byte("mqtt.example.com"))))
+	require.NoError(t, err)
+	authority, _ := h.TLVs.Authority()
+	assert.Equal(t, "mqtt.example.com", authority)
 }
 
 func TestParseHeaderAllocs(t *testing.T) {

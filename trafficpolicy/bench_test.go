@@ -1,35 +1,12 @@
 package trafficpolicy
 
-import (
-	"io"
-	"testing"
-)
+import "testing"
 
 func BenchmarkExpect(b *testing.B) {
 	c := Case{Type: TypeLoadBalancer, External: ExternalCluster, Path: PathLoadBalancer, LB: LBProxyProtocol, LocalEndpoint: true}
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = Expect(c)
-	}
-}
-
-func BenchmarkParseService(b *testing.B) {
-	data := []byte(gatewayManifest)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ParseService(data); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkRenderFullMatrix(b *testing.B) {
-	rows := FullMatrix()
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := RenderMatrix(io.Discard, rows); err != nil {
-			b.Fatal(err)
-		}
 	}
 }
 

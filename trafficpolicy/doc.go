@@ -41,12 +41,11 @@
 //   - trafficDistribution narrows which endpoint serves a Cluster-policy
 //     connection and never changes an address.
 //
-// [ParseService] reads a real Service manifest (YAML or JSON, via
-// sigs.k8s.io/yaml as the API server reads it; no Kubernetes client),
-// validates the fields that matter here and infers the load balancer's kind
-// from well-known cloud annotations; [Service.Matrix] asks every question
-// that Service raises, and [RenderMatrix] writes the answers as a Markdown
-// table to keep next to it. [FullMatrix] is the reference table.
+// [Service] describes a Service for the model; [Service.Matrix] asks every
+// question it raises and [FullMatrix] is the reference table. Reading Service
+// manifests (YAML or JSON) and rendering the answers as a Markdown table live
+// in the trafficpolicy/manifest module, so that this package needs no YAML
+// parser: it imports only the standard library, clientip and proxyproto.
 //
 // Outside the model: load balancers that target pod IPs directly (their
 // traffic never enters KUBE-EXT, so the policies do not apply), host-network
@@ -63,6 +62,13 @@
 // node drains before its last pod is gone. Load balancers configured for
 // kube-proxy can probe it instead: in node-local gateways, behind bare-metal
 // load balancers, in labs.
+//
+// A [NodeHealthServer] answers :10256/healthz and /livez as kube-proxy does
+// (KEP-3836): proxier health per IP family, node eligibility from the
+// caller's view of its Node object, and [DataPathCheck]s for what
+// kube-proxy cannot see. Load balancers of Cluster-policy Services probe it;
+// [GCPNodeProbe], [AWSNodeProbe] and [AzureNodeProbe] say where and how
+// often.
 //
 // A HealthServer is an [http.Handler] and runs on any listener. Load
 // balancers that put a PROXY header in front of their health checks (AWS
@@ -91,7 +97,7 @@
 //
 // # Concurrency
 //
-// [Expect], [ParseService] and [RenderMatrix] are pure functions of their
-// arguments. [Registry], [HealthServer] and [Prober] are safe for
+// [Expect] and [Service.Matrix] are pure functions of their arguments.
+// [Registry], [HealthServer], [NodeHealthServer] and [Prober] are safe for
 // concurrent use.
 package trafficpolicy

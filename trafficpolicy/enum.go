@@ -1,32 +1,19 @@
 package trafficpolicy
 
-import (
-	"fmt"
-	"strconv"
-)
+import "github.com/sourceip/sourceip/internal/enumtext"
 
 // The enums of this package are small unsigned integers with a table of
-// names; these helpers give them String, MarshalText and UnmarshalText.
+// names; these give them String, MarshalText and UnmarshalText through the
+// library's one enum-text helper, with errors that wrap ErrUnknownValue.
 
 func enumString[T ~uint8](names []string, v T, typ string) string {
-	if int(v) < len(names) {
-		return names[v]
-	}
-	return typ + "(" + strconv.Itoa(int(v)) + ")"
+	return enumtext.String(names, v, typ)
 }
 
 func enumMarshal[T ~uint8](names []string, v T, typ string) ([]byte, error) {
-	if int(v) >= len(names) {
-		return nil, fmt.Errorf("%w: %s(%d)", ErrUnknownValue, typ, uint8(v))
-	}
-	return []byte(names[v]), nil
+	return enumtext.Marshal(names, v, typ, ErrUnknownValue)
 }
 
 func enumUnmarshal[T ~uint8](names []string, text []byte, typ string) (T, error) {
-	for i, n := range names {
-		if string(text) == n {
-			return T(i), nil
-		}
-	}
-	return 0, fmt.Errorf("%w: %s %q", ErrUnknownValue, typ, text)
+	return enumtext.Parse[T](names, text, typ, ErrUnknownValue)
 }

@@ -2,56 +2,18 @@ package trafficpolicy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/trafficpolicy"
 )
-
-// Print the policy matrix an operator should keep next to a Service.
-func ExampleRenderMatrix() {
-	manifest := []byte(`
-apiVersion: v1
-kind: Service
-metadata:
-  name: mqtt-gw
-  namespace: iot
-  annotations:
-    service.beta.kubernetes.io/aws-load-balancer-proxy-protocol: "*"
-spec:
-  type: LoadBalancer
-  externalTrafficPolicy: Local
-  ports:
-  - {name: mqtts, port: 8883, nodePort: 31883}
-`)
-	svc, err := trafficpolicy.ParseService(manifest)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("%s/%s: load balancer %s (from %s)\n\n", svc.Namespace, svc.Name, svc.LB, svc.LBHint)
-	if err := trafficpolicy.RenderMatrix(os.Stdout, svc.Matrix()); err != nil {
-		log.Fatal(err)
-	}
-	// Output:
-	// iot/mqtt-gw: load balancer ProxyProtocol (from service.beta.kubernetes.io/aws-load-balancer-proxy-protocol)
-	//
-	// | Service | Policy | Caller | Path | Backend sees | Client survives | clientip | Health check | No local endpoint |
-	// | --- | --- | --- | --- | --- | --- | --- | --- | --- |
-	// | LoadBalancer | internal Cluster | pod | pod → cluster IP → KUBE-SVC → any endpoint | client | yes, socket | trust nothing [1] | endpoint readiness only | other nodes' endpoints |
-	// | LoadBalancer | external Local | external client | client → node port → KUBE-EXT → KUBE-SVL → local endpoint | client | yes, socket | trust nothing | none: the caller picks the node | dropped |
-	// | LoadBalancer | external Local | external client | client → LB (L4 + PROXY protocol) → node → KUBE-EXT → KUBE-SVL → local endpoint | load-balancer address | yes, PROXY header | trust load-balancers, PROXY listener | LB probes healthCheckNodePort | dropped; the LB health check (503) steers traffic away |
-	// | LoadBalancer | external Local | pod | pod → LB IP, captured on the pod's node → KUBE-EXT (pod short-circuit) → KUBE-SVC → any endpoint | client | yes, socket | trust nothing [2] | endpoint readiness only | other nodes' endpoints (short-circuit ignores Local) |
-	//
-	// 1. A pod reaching itself through the Service is masqueraded (hairpin).
-	// 2. No PROXY header arrives on this path: the pod connects from its own address, served as a direct client while the pod network is not a trusted upstream (or set ipMode: Proxy).
-}
 
 // Ask one question and get a ready-to-use clientip configuration.
 func ExampleExpect() {
@@ -165,4 +127,45 @@ func ExampleProber_Run() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p.Run(ctx, func(c trafficpolicy.Change) { log.Println(c) })
+}
+
+// Answer a load balancer's node health checks as kube-proxy does on :10256,
+// with the node's state from its Node object and a data-path check that
+// kube-proxy cannot make.
+func ExampleNodeHealthServer() {
+	t0 := time.Date(2026, 5, 4, 3, 2, 1, 0, time.UTC)
+	cniReady := true
+	nh, err := trafficpolicy.NewNodeHealthServer(trafficpolicy.NodeHealthConfig{
+		HealthTimeout: time.Minute,
+		Checks: []trafficpolicy.DataPathCheck{{Name: "cni", Check: func(context.Context) error {
+			if !cniReady {
+				return errors.New("cni plugin not initialized")
+			}
+			return nil
+		}}},
+		Now: func() time.Time { return t0 }, // a fixed clock for the example's output
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	nh.SetNode(trafficpolicy.NodeState{Known: true}) // from a watch on this node's Node object
+	nh.Updated(trafficpolicy.IPv4)                   // after every successful sync of the data path
+
+	ask := func(path string) {
+		rec := httptest.NewRecorder()
+		nh.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		fmt.Println(path, rec.Code, rec.Body.String())
+	}
+	ask("/healthz")
+	nh.SetNode(trafficpolicy.NodeState{Known: true, Taints: []string{trafficpolicy.ToBeDeletedTaint}})
+	ask("/healthz") // the autoscaler is about to delete the node: drain it
+	ask("/livez")   // but do not restart its proxy
+	nh.SetNode(trafficpolicy.NodeState{Known: true})
+	cniReady = false
+	ask("/healthz")
+	// Output:
+	// /healthz 200 {"lastUpdated":"2026-05-04T03:02:01Z","currentTime":"2026-05-04T03:02:01Z","nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-05-04T03:02:01Z","healthy":true}}}
+	// /healthz 503 {"lastUpdated":"2026-05-04T03:02:01Z","currentTime":"2026-05-04T03:02:01Z","nodeEligible":false,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-05-04T03:02:01Z","healthy":true}}}
+	// /livez 200 {"lastUpdated":"2026-05-04T03:02:01Z","currentTime":"2026-05-04T03:02:01Z","healthy":true,"status":{"IPv4":{"lastUpdated":"2026-05-04T03:02:01Z","healthy":true}}}
+	// /healthz 503 {"lastUpdated":"2026-05-04T03:02:01Z","currentTime":"2026-05-04T03:02:01Z","nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-05-04T03:02:01Z","healthy":true}},"failedChecks":["cni"]}
 }

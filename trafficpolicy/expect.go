@@ -264,7 +264,9 @@ func (c Caveat) String() string {
 	return strings.Join(parts, "+")
 }
 
-func (c Caveat) describe() []string {
+// Notes describes each caveat in c, for people, one sentence each without a
+// final full stop.
+func (c Caveat) Notes() []string {
 	var out []string
 	if c&CaveatNodePortsOpen != 0 {
 		out = append(out, "node addresses are trusted, so node ports must be reachable from the load balancer only: masquerading hides who connected")
@@ -459,7 +461,7 @@ func (e Expectation) String() string {
 	} else if c.Path == PathPodToLoadBalancerIP {
 		fmt.Fprintf(&b, " (ipMode %s)", c.IPMode)
 	}
-	fmt.Fprintf(&b, ", %s: ", e.policy())
+	fmt.Fprintf(&b, ", %s: ", e.policyName())
 	switch e.Outcome {
 	case NotExposed:
 		b.WriteString("the path does not exist.")
@@ -476,7 +478,7 @@ func (e Expectation) String() string {
 			b.WriteString("the client address is lost and cannot be recovered.")
 		}
 	}
-	for _, d := range e.Caveats.describe() {
+	for _, d := range e.Caveats.Notes() {
 		b.WriteString(" Note: ")
 		b.WriteString(d)
 		b.WriteByte('.')
@@ -488,8 +490,8 @@ func (e Expectation) String() string {
 	return b.String()
 }
 
-// policy names the policy that governs the path.
-func (e Expectation) policy() string {
+// policyName names the policy that governs the path, in full.
+func (e Expectation) policyName() string {
 	c := e.Case
 	var p string
 	switch c.Path {

@@ -1,7 +1,6 @@
 package trafficpolicy
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -9,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // answer is the part of an Expectation a table row pins; the Case is the row's.
@@ -181,10 +182,7 @@ func TestExpect(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Expect(tt.c)
-			if want := tt.want.expectation(tt.c); got != want {
-				t.Errorf("Expect(%+v)\n got %+v\nwant %+v", tt.c, got, want)
-			}
+			assert.Equal(t, tt.want.expectation(tt.c), Expect(tt.c), "Expect(%+v)", tt.c)
 		})
 	}
 }
@@ -257,36 +255,29 @@ func TestExpectEveryCase(t *testing.T) {
 	for c := range allCases {
 		n++
 		e := Expect(c)
-		if e.Case != c {
-			t.Fatalf("%+v: Case not echoed: %+v", c, e.Case)
-		}
-		if e.Rule == "" || e.String() == "" || e.Route() == "" || e.Fallback() == "" {
-			t.Fatalf("%+v: empty rule or description", c)
+		require.Equal(t, c, e.Case, "%+v: Case not echoed", c)
+		for _, s := range []string{e.Rule, e.String(), e.Route(), e.Fallback()} {
+			require.NotEmpty(t, s, "%+v: empty rule or description", c)
 		}
 		delivered := e.Outcome == Delivered
-		if delivered != (e.Peer != PeerNone) || delivered != (e.Endpoints != EndpointsNone) {
-			t.Fatalf("%+v: outcome %v with peer %v, endpoints %v", c, e.Outcome, e.Peer, e.Endpoints)
+		require.Equal(t, delivered, e.Peer != PeerNone, "%+v: outcome %v with peer %v", c, e.Outcome, e.Peer)
+		require.Equal(t, delivered, e.Endpoints != EndpointsNone, "%+v: outcome %v with endpoints %v", c, e.Outcome, e.Endpoints)
+		if !delivered {
+			require.Equal(t, lost, e.Client, "%+v: %v but a client", c, e.Outcome)
+			require.Zero(t, e.Trust, "%+v: %v but trust", c, e.Outcome)
+			require.False(t, e.ProxyHeader, "%+v: %v but a PROXY header", c, e.Outcome)
 		}
-		if !delivered && (e.Client != lost || e.Trust != 0 || e.ProxyHeader) {
-			t.Fatalf("%+v: %v but client %v, trust %v, PROXY %v", c, e.Outcome, e.Client, e.Trust, e.ProxyHeader)
+		if e.Outcome == Dropped {
+			require.Contains(t, e.Rule, "DROP", "%+v: dropped without a DROP rule", c)
 		}
-		if e.Outcome == Dropped && !strings.Contains(e.Rule, "DROP") {
-			t.Fatalf("%+v: dropped without a DROP rule: %s", c, e.Rule)
-		}
-		if (e.Client == ppSrc) != e.ProxyHeader {
-			t.Fatalf("%+v: client in %v, PROXY header %v", c, e.Client, e.ProxyHeader)
-		}
-		if e.Trust&TrustNodes != 0 && e.Caveats&CaveatNodePortsOpen == 0 {
-			t.Fatalf("%+v: trusts nodes without the node-port caveat", c)
+		require.Equal(t, e.Client == ppSrc, e.ProxyHeader, "%+v: client in %v, PROXY header", c, e.Client)
+		if e.Trust&TrustNodes != 0 {
+			require.NotZero(t, e.Caveats&CaveatNodePortsOpen, "%+v: trusts nodes without the node-port caveat", c)
 		}
 		cfg, err := e.Config(testNet)
-		if err != nil {
-			t.Fatalf("%+v: Config: %v", c, err)
-		}
+		require.NoError(t, err, "%+v: Config", c)
 		r, err := clientip.New(cfg)
-		if err != nil {
-			t.Fatalf("%+v: clientip.New: %v", c, err)
-		}
+		require.NoError(t, err, "%+v: clientip.New", c)
 		if !delivered {
 			continue
 		}
@@ -294,24 +285,19 @@ func TestExpectEveryCase(t *testing.T) {
 		res, err := r.Resolve(real, realH)
 		switch {
 		case e.Recoverable():
-			if err != nil || res.Client != testClient.Addr() || res.Source != e.Client {
-				t.Fatalf("%+v: recipe resolves %v from %v (%v), want %v from %v", c, res.Client, res.Source, err, testClient.Addr(), e.Client)
-			}
+			require.NoError(t, err, "%+v: recipe", c)
+			require.Equal(t, testClient.Addr(), res.Client, "%+v: recipe resolves the client", c)
+			require.Equal(t, e.Client, res.Source, "%+v: recipe resolves the client from", c)
 		case e.Peer == PeerClient:
-			t.Fatalf("%+v: client on the socket but not recoverable", c)
+			require.Failf(t, "client on the socket but not recoverable", "%+v", c)
 		default:
-			if !errors.Is(err, clientip.ErrMasqueraded) {
-				t.Fatalf("%+v: lost client resolves to %v, %v; want ErrMasqueraded", c, res.Client, err)
-			}
+			require.ErrorIs(t, err, clientip.ErrMasqueraded, "%+v: lost client resolves to %v", c, res.Client)
 		}
 		res, err = r.Resolve(forged, forgedH)
-		if err != nil || res.Client != testClient.Addr() {
-			t.Fatalf("%+v: forged layers from a direct client resolve to %v, %v", c, res.Client, err)
-		}
+		require.NoError(t, err, "%+v: forged layers from a direct client", c)
+		require.Equal(t, testClient.Addr(), res.Client, "%+v: forged layers from a direct client", c)
 	}
-	if want := 4 * 2 * 2 * 4 * 2 * 4 * 5 * 2; n != want {
-		t.Fatalf("enumerated %d cases, want %d", n, want)
-	}
+	require.Equal(t, 4*2*2*4*2*4*5*2, n, "enumerated cases")
 }
 
 func TestConfigMissingAddresses(t *testing.T) {
@@ -327,23 +313,21 @@ func TestConfigMissingAddresses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := Expect(tt.c).Config(tt.n); !errors.Is(err, ErrMissingAddresses) {
-				t.Fatalf("err = %v, want ErrMissingAddresses", err)
-			}
+			_, err := Expect(tt.c).Config(tt.n)
+			require.ErrorIs(t, err, ErrMissingAddresses)
 		})
 	}
 	// A lost client needs no addresses: the zero Network gives the zero Config.
 	cfg, err := Expect(Case{Type: TypeNodePort, Path: PathNodePort}).Config(Network{})
-	if err != nil || cfg.TrustedProxies.Len() != 0 || cfg.Masquerade.Len() != 0 || cfg.Header != "" {
-		t.Fatalf("Config = %+v, %v; want the zero Config", cfg, err)
-	}
+	require.NoError(t, err)
+	require.Zero(t, cfg.TrustedProxies.Len(), "want the zero Config: %+v", cfg)
+	require.Zero(t, cfg.Masquerade.Len(), "want the zero Config: %+v", cfg)
+	require.Empty(t, cfg.Header, "want the zero Config: %+v", cfg)
 }
 
 func TestExpectNoAllocs(t *testing.T) {
 	c := Case{Type: TypeLoadBalancer, External: ExternalLocal, Path: PathPodToLoadBalancerIP, IPMode: IPModeProxy, LB: LBXForwardedFor, LocalEndpoint: true}
-	if n := testing.AllocsPerRun(100, func() { _ = Expect(c) }); n != 0 {
-		t.Fatalf("Expect allocates %v times", n)
-	}
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = Expect(c) }), "Expect allocates")
 }
 
 func TestEnumText(t *testing.T) {
@@ -354,16 +338,11 @@ func TestEnumText(t *testing.T) {
 	check := func(t *testing.T, v textEnum, unmarshal func([]byte) (textEnum, error)) {
 		t.Helper()
 		b, err := v.MarshalText()
-		if err != nil {
-			t.Fatalf("%v: MarshalText: %v", v, err)
-		}
-		if string(b) != v.String() {
-			t.Fatalf("MarshalText %q != String %q", b, v.String())
-		}
+		require.NoError(t, err, "%v: MarshalText", v)
+		require.Equal(t, v.String(), string(b), "MarshalText and String")
 		back, err := unmarshal(b)
-		if err != nil || back != v {
-			t.Fatalf("round trip of %q: %v, %v", b, back, err)
-		}
+		require.NoError(t, err, "round trip of %q", b)
+		require.Equal(t, v, back, "round trip of %q", b)
 	}
 	for v := range ServiceType(len(serviceTypeNames)) {
 		check(t, v, func(b []byte) (textEnum, error) { var x ServiceType; err := x.UnmarshalText(b); return x, err })
@@ -409,19 +388,13 @@ func TestEnumText(t *testing.T) {
 
 	// The Kubernetes defaults: an empty field means the zero value.
 	var etp ExternalTrafficPolicy = ExternalLocal
-	if err := etp.UnmarshalText(nil); err != nil || etp != ExternalCluster {
-		t.Fatalf("empty externalTrafficPolicy = %v, %v; want Cluster", etp, err)
-	}
+	require.NoError(t, etp.UnmarshalText(nil))
+	require.Equal(t, ExternalCluster, etp, "empty externalTrafficPolicy")
 	var lbk LBKind
-	if err := lbk.UnmarshalText([]byte("proxyprotocol")); !errors.Is(err, ErrUnknownValue) {
-		t.Fatalf("spellings are case-sensitive, like the API: err = %v", err)
-	}
-	if _, err := LBKind(99).MarshalText(); !errors.Is(err, ErrUnknownValue) {
-		t.Fatalf("MarshalText of an out-of-range value: err = %v", err)
-	}
-	if s := Path(99).String(); s != "Path(99)" {
-		t.Fatalf("String of an out-of-range value = %q", s)
-	}
+	require.ErrorIs(t, lbk.UnmarshalText([]byte("proxyprotocol")), ErrUnknownValue, "spellings are case-sensitive, like the API")
+	_, err := LBKind(99).MarshalText()
+	require.ErrorIs(t, err, ErrUnknownValue, "MarshalText of an out-of-range value")
+	require.Equal(t, "Path(99)", Path(99).String(), "String of an out-of-range value")
 }
 
 func TestExpectationSentences(t *testing.T) {
@@ -444,9 +417,7 @@ func TestExpectationSentences(t *testing.T) {
 	for _, tt := range tests {
 		s := Expect(tt.c).String()
 		for _, w := range tt.want {
-			if !strings.Contains(s, w) {
-				t.Errorf("%+v:\n%s\nlacks %q", tt.c, s, w)
-			}
+			assert.Contains(t, s, w, "%+v", tt.c)
 		}
 	}
 }
@@ -455,8 +426,6 @@ func TestExpectationLogValue(t *testing.T) {
 	var b strings.Builder
 	slog.New(slog.NewTextHandler(&b, nil)).Info("expect", "answer", Expect(Case{Type: TypeNodePort, Path: PathNodePort}))
 	for _, w := range []string{"answer.outcome=Delivered", "answer.peer=Node", "answer.client=none", "answer.trust=none"} {
-		if !strings.Contains(b.String(), w) {
-			t.Errorf("log line %q lacks %q", b.String(), w)
-		}
+		assert.Contains(t, b.String(), w, "log line")
 	}
 }

@@ -2,7 +2,6 @@ package trafficpolicy
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +10,9 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // wire renders a response the way the golden files hold it: the status
@@ -19,15 +21,11 @@ func wire(t *testing.T, resp *http.Response) []byte {
 	t.Helper()
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s %s\n", resp.Proto, resp.Status)
 	for _, k := range []string{"Content-Type", "X-Content-Type-Options", "X-Load-Balancing-Endpoint-Weight"} {
-		if v := resp.Header.Values(k); len(v) != 1 {
-			t.Fatalf("header %s = %q, want one value", k, v)
-		}
+		require.Len(t, resp.Header.Values(k), 1, "header %s: want one value", k)
 		fmt.Fprintf(&b, "%s: %s\n", k, resp.Header.Get(k))
 	}
 	b.WriteString("\n")
@@ -68,23 +66,15 @@ func TestHealthServerKubeProxyGolden(t *testing.T) {
 			var r Registry
 			tt.eps(&r)
 			hs, err := NewHealthServer(HealthConfig{Namespace: "iot", Name: "mqtt-gw", Endpoints: &r, ProxyHealthy: func() bool { return tt.healthy }})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			srv := httptest.NewServer(hs)
 			defer srv.Close()
 			resp, err := http.Get(srv.URL + "/healthz")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			got := wire(t, resp)
 			want, err := os.ReadFile(filepath.Join("testdata", tt.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("answer differs from kube-proxy's:\n got %q\nwant %q", got, want)
-			}
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got), "answer differs from kube-proxy's")
 		})
 	}
 }
@@ -95,9 +85,7 @@ func TestHealthServerAnyPathAndMethod(t *testing.T) {
 	var r Registry
 	r.Set(ep("10.244.1.5:8883"), EndpointReady)
 	hs, err := NewHealthServer(HealthConfig{Namespace: "default", Name: "web", Endpoints: &r})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	srv := httptest.NewServer(hs)
 	defer srv.Close()
 	for _, tt := range []struct{ method, path string }{
@@ -105,16 +93,13 @@ func TestHealthServerAnyPathAndMethod(t *testing.T) {
 	} {
 		req, _ := http.NewRequest(tt.method, srv.URL+tt.path, nil)
 		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || resp.Header.Get("X-Load-Balancing-Endpoint-Weight") != "1" {
-			t.Errorf("%s %s: %s, weight %q", tt.method, tt.path, resp.Status, resp.Header.Get("X-Load-Balancing-Endpoint-Weight"))
-		}
-		if tt.method != "HEAD" && !bytes.HasSuffix(body, []byte(`"serviceProxyHealthy": true`+"\n}")) {
-			t.Errorf("%s %s: body %q", tt.method, tt.path, body)
+		assert.Equal(t, 200, resp.StatusCode, "%s %s", tt.method, tt.path)
+		assert.Equal(t, "1", resp.Header.Get("X-Load-Balancing-Endpoint-Weight"), "%s %s: weight", tt.method, tt.path)
+		if tt.method != "HEAD" {
+			assert.True(t, bytes.HasSuffix(body, []byte(`"serviceProxyHealthy": true`+"\n}")), "%s %s: body %q", tt.method, tt.path, body)
 		}
 	}
 }
@@ -144,9 +129,7 @@ func TestHealthServerFollowsChanges(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.do()
-		if got := code(); got != s.want {
-			t.Fatalf("%s: %d, want %d", s.name, got, s.want)
-		}
+		require.Equal(t, s.want, code(), s.name)
 	}
 }
 
@@ -158,9 +141,8 @@ func TestNewHealthServerErrors(t *testing.T) {
 		{Name: "x", Endpoints: &r},
 		{Namespace: "iot", Name: "x"},
 	} {
-		if _, err := NewHealthServer(cfg); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("NewHealthServer(%+v): err = %v, want ErrInvalidConfig", cfg, err)
-		}
+		_, err := NewHealthServer(cfg)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "NewHealthServer(%+v)", cfg)
 	}
 }
 

@@ -1,12 +1,6 @@
 package trafficpolicy
 
-import (
-	"bufio"
-	"io"
-	"slices"
-	"strconv"
-	"strings"
-)
+import "strings"
 
 // knownLBKinds are the load-balancer kinds a matrix shows when a Service's
 // own kind is not known.
@@ -105,6 +99,15 @@ func FullMatrix() []Expectation {
 	return out
 }
 
+// Caller says who calls on the case's path, for people: "pod" or
+// "external client".
+func (e Expectation) Caller() string {
+	if e.Case.Path == PathClusterIP || e.Case.Path == PathPodToLoadBalancerIP {
+		return "pod"
+	}
+	return "external client"
+}
+
 // Route describes the way the connection takes, for people: who connects,
 // what it passes and which kube-proxy chain decides.
 func (e Expectation) Route() string {
@@ -162,7 +165,9 @@ func (e Expectation) Fallback() string {
 	return "other nodes' endpoints"
 }
 
-func (h HealthCheck) describe() string {
+// Describe says what keeps traffic away from nodes that cannot serve, for
+// people, such as "LB probes healthCheckNodePort".
+func (h HealthCheck) Describe() string {
 	switch h {
 	case HealthCheckNodePort:
 		return "LB probes healthCheckNodePort"
@@ -174,8 +179,10 @@ func (h HealthCheck) describe() string {
 	return "none: the caller picks the node"
 }
 
-// policyCell names the policy that governs the case's path.
-func (e Expectation) policyCell() string {
+// Policy names the policy that governs the case's path, for people:
+// "internal Cluster", "external Local", with the trafficDistribution when it
+// narrows the endpoints.
+func (e Expectation) Policy() string {
 	c := e.Case
 	var p string
 	switch c.Path {
@@ -188,60 +195,4 @@ func (e Expectation) policyCell() string {
 		p += ", " + c.Distribution.String()
 	}
 	return p
-}
-
-var matrixHeader = []string{
-	"Service", "Policy", "Caller", "Path", "Backend sees", "Client survives", "clientip", "Health check", "No local endpoint",
-}
-
-// RenderMatrix writes rows as a Markdown table, one row per expectation:
-// service type, governing policy, caller, the path the connection takes,
-// what the backend's socket sees, where the client address survives, the
-// clientip recipe, what health-checks the node, and what happens on a node
-// without a local endpoint. Caveats follow the table as numbered notes.
-func RenderMatrix(w io.Writer, rows []Expectation) error {
-	bw := bufio.NewWriter(w)
-	writeRow(bw, matrixHeader)
-	sep := make([]string, len(matrixHeader))
-	for i := range sep {
-		sep[i] = "---"
-	}
-	writeRow(bw, sep)
-	var notes []string
-	for _, e := range rows {
-		caller := "external client"
-		if e.Case.Path == PathClusterIP || e.Case.Path == PathPodToLoadBalancerIP {
-			caller = "pod"
-		}
-		recipe := e.Recipe()
-		for _, d := range e.Caveats.describe() {
-			n := slices.Index(notes, d)
-			if n < 0 {
-				notes = append(notes, d)
-				n = len(notes) - 1
-			}
-			recipe += " [" + strconv.Itoa(n+1) + "]"
-		}
-		writeRow(bw, []string{
-			e.Case.Type.String(), e.policyCell(), caller, e.Route(), e.Sees(), e.Survives(), recipe,
-			e.Health.describe(), e.Fallback(),
-		})
-	}
-	if len(notes) > 0 {
-		bw.WriteString("\n")
-		for i, n := range notes {
-			bw.WriteString(strconv.Itoa(i+1) + ". " + upperFirst(n) + ".\n")
-		}
-	}
-	return bw.Flush()
-}
-
-func writeRow(w *bufio.Writer, cells []string) {
-	w.WriteString("|")
-	for _, c := range cells {
-		w.WriteString(" ")
-		w.WriteString(strings.ReplaceAll(c, "|", `\|`))
-		w.WriteString(" |")
-	}
-	w.WriteString("\n")
 }

@@ -54,8 +54,8 @@ func (p Path) caller() string {
 }
 
 // LBKind is what a load balancer does to a connection on its way to a node.
-// Kubernetes has no field for it: [ParseService] infers it from well-known
-// annotations where it can. The zero value is [LBUnknown].
+// Kubernetes has no field for it: the trafficpolicy/manifest module infers
+// it from well-known annotations where it can. The zero value is [LBUnknown].
 type LBKind uint8
 
 const (

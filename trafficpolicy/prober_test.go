@@ -2,11 +2,12 @@ package trafficpolicy
 
 import (
 	"context"
-	"errors"
 	"net/http/httptest"
-	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -18,9 +19,7 @@ func newTestProber(t *testing.T, tm Timing, startUp bool, names ...string) *Prob
 		targets = append(targets, Target{Name: n, URL: "http://" + n + "/healthz"})
 	}
 	p, err := NewProber(ProberConfig{Targets: targets, Timing: tm, StartUp: startUp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return p
 }
 
@@ -49,29 +48,25 @@ func TestProberRiseFall(t *testing.T) {
 	}
 	for i, s := range steps {
 		c, changed, err := p.ObserveAt("node1", s.ok, at(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if changed != (s.want != nil) || (changed && c != *s.want) {
-			t.Fatalf("step %d (ok=%v): change %v (%v), want %v", i, s.ok, c, changed, s.want)
+		require.NoError(t, err)
+		require.Equal(t, s.want != nil, changed, "step %d (ok=%v): change %v", i, s.ok, c)
+		if changed {
+			require.Equal(t, *s.want, c, "step %d (ok=%v)", i, s.ok)
 		}
 	}
-	if _, _, err := p.ObserveAt("node9", true, t0); !errors.Is(err, ErrUnknownTarget) {
-		t.Fatalf("unknown target: err = %v", err)
-	}
+	_, _, err := p.ObserveAt("node9", true, t0)
+	require.ErrorIs(t, err, ErrUnknownTarget, "unknown target")
 }
 
 func TestProberStartUp(t *testing.T) {
 	p := newTestProber(t, HAProxyTiming(), true, "a", "b")
-	if got := p.Members(); !slices.Equal(got, []string{"a", "b"}) {
-		t.Fatalf("Members = %v, want both from the start", got)
-	}
+	require.Equal(t, []string{"a", "b"}, p.Members(), "both from the start")
 	for i := range 3 {
 		p.ObserveAt("b", false, t0.Add(time.Duration(i)*time.Second))
 	}
-	if got := p.Members(); !slices.Equal(got, []string{"a"}) || p.Up("b") || p.Up("nope") {
-		t.Fatalf("Members = %v after b's 3 failures", got)
-	}
+	require.Equal(t, []string{"a"}, p.Members(), "after b's 3 failures")
+	require.False(t, p.Up("b"), "after b's 3 failures")
+	require.False(t, p.Up("nope"))
 }
 
 // simulatePhase probes every Interval starting at phase, with results from
@@ -85,7 +80,7 @@ func simulatePhase(t *testing.T, tm Timing, startUp bool, phase time.Duration, h
 			return c
 		}
 	}
-	t.Fatal("no change in 100 probes")
+	require.FailNow(t, "no change in 100 probes")
 	return Change{}
 }
 
@@ -104,29 +99,19 @@ func TestBlackHoleWindow(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := tt.tm.BlackHole()
 			nominal := time.Duration(tt.tm.Fall) * tt.tm.Interval
-			if w.Min != nominal-tt.tm.Interval || w.Max != nominal {
-				t.Fatalf("BlackHole = %v, want interval × fall - one interval … interval × fall", w)
-			}
+			require.Equal(t, Window{Min: nominal - tt.tm.Interval, Max: nominal}, w, "want interval × fall - one interval … interval × fall")
 			gone := t0.Add(20 * tt.tm.Interval)
 			var seenMin, seenMax time.Duration = 1 << 62, 0
 			for i := range 20 {
 				phase := time.Duration(i) * tt.tm.Interval / 20
 				c := simulatePhase(t, tt.tm, true, phase, func(at time.Time) bool { return at.Before(gone) })
-				if c.Up {
-					t.Fatalf("phase %v: change %v, want down", phase, c)
-				}
+				require.False(t, c.Up, "phase %v: change %v, want down", phase, c)
 				d := c.At.Sub(gone)
-				if !w.Contains(d) {
-					t.Fatalf("phase %v: black hole of %v outside %v", phase, d, w)
-				}
+				require.True(t, w.Contains(d), "phase %v: black hole of %v outside %v", phase, d, w)
 				seenMin, seenMax = min(seenMin, d), max(seenMax, d)
 			}
-			if seenMin != w.Min {
-				t.Fatalf("the probe that lands on the change gives %v, want the lower bound %v", seenMin, w.Min)
-			}
-			if w.Max-seenMax > tt.tm.Interval/20 {
-				t.Fatalf("largest window %v does not approach the upper bound %v", seenMax, w.Max)
-			}
+			require.Equal(t, w.Min, seenMin, "the probe that lands on the change gives the lower bound")
+			require.LessOrEqual(t, w.Max-seenMax, tt.tm.Interval/20, "largest window %v does not approach the upper bound %v", seenMax, w.Max)
 		})
 	}
 }
@@ -136,16 +121,14 @@ func TestBlackHoleWindow(t *testing.T) {
 func TestRejoinWindow(t *testing.T) {
 	for _, tm := range []Timing{HAProxyTiming(), AWSNLBTiming(), GCPTiming(), AzureTiming()} {
 		w := tm.Rejoin()
-		if w.Min != time.Duration(tm.Rise-1)*tm.Interval || w.Max != time.Duration(tm.Rise)*tm.Interval {
-			t.Fatalf("%+v: Rejoin = %v", tm, w)
-		}
+		require.Equal(t, Window{Min: time.Duration(tm.Rise-1) * tm.Interval, Max: time.Duration(tm.Rise) * tm.Interval}, w, "%+v: Rejoin", tm)
 		back := t0.Add(20 * tm.Interval)
 		for i := range 20 {
 			phase := time.Duration(i) * tm.Interval / 20
 			c := simulatePhase(t, tm, false, phase, func(at time.Time) bool { return !at.Before(back) })
-			if d := c.At.Sub(back); !c.Up || !w.Contains(d) {
-				t.Fatalf("%+v phase %v: %v, %v after the endpoint came back; want up within %v", tm, phase, c, d, w)
-			}
+			d := c.At.Sub(back)
+			require.True(t, c.Up, "%+v phase %v: %v; want up", tm, phase, c)
+			require.True(t, w.Contains(d), "%+v phase %v: %v after the endpoint came back; want up within %v", tm, phase, d, w)
 		}
 	}
 }
@@ -161,18 +144,15 @@ func TestNewProberErrors(t *testing.T) {
 		{Targets: []Target{{Name: "x"}}, Timing: HAProxyTiming()},
 		{Targets: []Target{{Name: "x", URL: "http://a"}, {Name: "x", URL: "http://b"}}, Timing: HAProxyTiming()},
 	} {
-		if _, err := NewProber(cfg); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("NewProber(%+v): err = %v, want ErrInvalidConfig", cfg, err)
-		}
+		_, err := NewProber(cfg)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "NewProber(%+v)", cfg)
 	}
 }
 
 func TestObserveAtNoAllocs(t *testing.T) {
 	p := newTestProber(t, HAProxyTiming(), false, "n")
 	i := 0
-	if n := testing.AllocsPerRun(100, func() { i++; p.ObserveAt("n", i%3 != 0, t0) }); n != 0 {
-		t.Fatalf("ObserveAt allocates %v times", n)
-	}
+	require.Zero(t, testing.AllocsPerRun(100, func() { i++; p.ObserveAt("n", i%3 != 0, t0) }), "ObserveAt allocates")
 }
 
 // TestProberRunInjectedTicks drives the real HTTP prober against two
@@ -190,9 +170,7 @@ func TestProberRunInjectedTicks(t *testing.T) {
 
 	tm := Timing{Interval: time.Second, Timeout: time.Second, Rise: 2, Fall: 2}
 	p, err := NewProber(ProberConfig{Targets: []Target{{Name: "node1", URL: s1.URL + "/healthz"}, {Name: "node2", URL: s2.URL + "/healthz"}}, Timing: tm})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	ticks := make(chan time.Time)
 	rounds := make(chan struct{})
@@ -210,9 +188,7 @@ func TestProberRunInjectedTicks(t *testing.T) {
 		}
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("run returned %v", err)
-	}
+	require.ErrorIs(t, <-done, context.Canceled, "run returned")
 	close(changes)
 	var got []Change
 	for c := range changes {
@@ -222,12 +198,9 @@ func TestProberRunInjectedTicks(t *testing.T) {
 		{Target: "node1", Up: true, At: at(1), Since: at(0)},
 		{Target: "node1", Up: false, At: at(5), Since: at(4)},
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("changes\n got %v\nwant %v", got, want)
-	}
-	if d := want[1].At.Sub(gone); !tm.BlackHole().Contains(d) {
-		t.Fatalf("black hole of %v outside %v", d, tm.BlackHole())
-	}
+	require.Equal(t, want, got, "changes")
+	d := want[1].At.Sub(gone)
+	require.True(t, tm.BlackHole().Contains(d), "black hole of %v outside %v", d, tm.BlackHole())
 }
 
 // TestProberRun checks the real ticker loop once, against a loopback server.
@@ -238,9 +211,7 @@ func TestProberRun(t *testing.T) {
 	srv := httptest.NewServer(hs)
 	defer srv.Close()
 	p, err := NewProber(ProberConfig{Targets: []Target{{URL: srv.URL}}, Timing: Timing{Interval: 10 * time.Millisecond, Rise: 1, Fall: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	up := make(chan Change, 1)
@@ -252,10 +223,9 @@ func TestProberRun(t *testing.T) {
 	})
 	select {
 	case c := <-up:
-		if !c.Up || c.Target != srv.URL {
-			t.Fatalf("first change %v", c)
-		}
+		require.True(t, c.Up, "first change %v", c)
+		require.Equal(t, srv.URL, c.Target, "first change")
 	case <-ctx.Done():
-		t.Fatal("no change before the deadline")
+		require.FailNow(t, "no change before the deadline")
 	}
 }

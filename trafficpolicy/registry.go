@@ -47,6 +47,13 @@ func (s *EndpointState) UnmarshalText(text []byte) error {
 // serving ports 80 and 443 counts once. The caller keeps it up to date from
 // whatever it watches (EndpointSlices, its own process table, a test).
 //
+// kube-proxy counts one IP family: on a dual-stack node each family's
+// proxier opens the health check node port, one of them gets it
+// (kubernetes#114702), and it counts its own family's endpoints. Hold the
+// endpoints of one family (the cluster's primary) to answer as kube-proxy
+// does; holding both counts a dual-stack pod twice (the policy lab's live
+// comparison with kube-proxy shows the difference).
+//
 // The zero value is an empty registry, ready to use. A Registry is safe for
 // concurrent use; it must not be copied after first use. Reading the count
 // does not allocate.

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func ep(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
@@ -57,30 +59,27 @@ func TestRegistryLocalReady(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var r Registry
 			tt.ops(&r)
-			if got := r.LocalReady(); got != tt.want {
-				t.Fatalf("LocalReady = %d, want %d", got, tt.want)
-			}
+			require.Equal(t, tt.want, r.LocalReady(), "LocalReady")
 		})
 	}
 }
 
 func TestRegistryState(t *testing.T) {
 	var r Registry
-	if _, ok := r.State(ep("10.0.0.1:80")); ok || r.Len() != 0 {
-		t.Fatal("zero Registry holds something")
-	}
+	_, ok := r.State(ep("10.0.0.1:80"))
+	require.False(t, ok, "zero Registry holds something")
+	require.Zero(t, r.Len(), "zero Registry holds something")
 	r.Set(ep("[::ffff:10.0.0.1]:80"), EndpointTerminating)
-	if s, ok := r.State(ep("10.0.0.1:80")); !ok || s != EndpointTerminating || r.Len() != 1 {
-		t.Fatalf("State = %v, %v; Len %d", s, ok, r.Len())
-	}
+	s, ok := r.State(ep("10.0.0.1:80"))
+	require.True(t, ok)
+	require.Equal(t, EndpointTerminating, s)
+	require.Equal(t, 1, r.Len())
 }
 
 func TestRegistryNoAllocs(t *testing.T) {
 	var r Registry
 	r.Set(ep("10.244.1.5:8883"), EndpointReady)
-	if n := testing.AllocsPerRun(100, func() { _ = r.LocalReady() }); n != 0 {
-		t.Fatalf("LocalReady allocates %v times", n)
-	}
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = r.LocalReady() }), "LocalReady allocates")
 }
 
 func TestRegistryConcurrent(t *testing.T) {
@@ -98,7 +97,6 @@ func TestRegistryConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if r.LocalReady() != 0 || r.Len() != 0 {
-		t.Fatalf("after balanced updates: LocalReady %d, Len %d", r.LocalReady(), r.Len())
-	}
+	require.Zero(t, r.LocalReady(), "after balanced updates")
+	require.Zero(t, r.Len(), "after balanced updates")
 }

@@ -1,226 +1,30 @@
 package trafficpolicy
 
 import (
-	"errors"
 	"net/netip"
-	"slices"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-const gatewayManifest = `# the reference gateway, as deployed
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: mqtt-gw
-spec:
-  replicas: 2
---- # the Service in front of it
-apiVersion: v1
-kind: Service
-metadata:
-  name: mqtt-gw
-  namespace: iot
-  annotations:
-    service.beta.kubernetes.io/aws-load-balancer-type: nlb
-    service.beta.kubernetes.io/aws-load-balancer-proxy-protocol: "*"
-spec:
-  type: LoadBalancer
-  externalTrafficPolicy: Local
-  trafficDistribution: PreferSameZone
-  healthCheckNodePort: 32123
-  loadBalancerSourceRanges: ["198.51.100.0/24", "2001:db8::1/32"]
-  ports:
-  - name: mqtts
-    port: 8883
-    targetPort: 8883
-    nodePort: 31883
-status:
-  loadBalancer:
-    ingress:
-    - ip: 192.0.2.10
-      ipMode: Proxy
-    - hostname: mqtt-gw-123.elb.example.com
-`
-
-func TestParseService(t *testing.T) {
-	s, err := ParseService([]byte(gatewayManifest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Namespace != "iot" || s.Name != "mqtt-gw" || s.Type != TypeLoadBalancer ||
-		s.ExternalTrafficPolicy != ExternalLocal || s.InternalTrafficPolicy != InternalCluster ||
-		s.TrafficDistribution != PreferSameZone || s.HealthCheckNodePort != 32123 || s.Headless {
-		t.Fatalf("parsed %+v", s)
-	}
-	if want := []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8::/32")}; !slices.Equal(s.LoadBalancerSourceRanges, want) {
-		t.Errorf("source ranges %v, want %v (host bits masked)", s.LoadBalancerSourceRanges, want)
-	}
-	if want := []Port{{Name: "mqtts", Protocol: "TCP", Port: 8883, NodePort: 31883}}; !slices.Equal(s.Ports, want) {
-		t.Errorf("ports %+v, want %+v", s.Ports, want)
-	}
-	if want := []Ingress{{IP: netip.MustParseAddr("192.0.2.10"), IPMode: IPModeProxy}, {Hostname: "mqtt-gw-123.elb.example.com"}}; !slices.Equal(s.Ingress, want) {
-		t.Errorf("ingress %+v, want %+v", s.Ingress, want)
-	}
-	if s.LB != LBProxyProtocol || s.LBHint != "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol" {
-		t.Errorf("LB %v from %q: the PROXY annotation must win over the NLB type", s.LB, s.LBHint)
-	}
-	if !s.NeedsHealthCheck() {
-		t.Error("NeedsHealthCheck = false for LoadBalancer + Local")
-	}
-	if got := s.IPModes(); !slices.Equal(got, []IPMode{IPModeProxy}) {
-		t.Errorf("IPModes = %v: a hostname-only ingress is not captured either", got)
-	}
-}
-
-func TestParseServiceDefaults(t *testing.T) {
-	tests := []struct {
-		name     string
-		manifest string
-		want     Service
-	}{
-		{"no type is ClusterIP; policies default to Cluster",
-			"apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec:\n  ports: [{port: 80}]\n",
-			Service{Name: "a", Ports: []Port{{Protocol: "TCP", Port: 80}}}},
-		{"LoadBalancer without externalTrafficPolicy is Cluster",
-			"apiVersion: v1\nkind: Service\nmetadata: {name: b}\nspec: {type: LoadBalancer}\n",
-			Service{Name: "b", Type: TypeLoadBalancer}},
-		{"JSON, internalTrafficPolicy Local, headless",
-			`{"apiVersion":"v1","kind":"Service","metadata":{"name":"c"},"spec":{"clusterIP":"None","internalTrafficPolicy":"Local"}}`,
-			Service{Name: "c", Headless: true, InternalTrafficPolicy: InternalLocal}},
-		{"externalTrafficPolicy on a ClusterIP Service with external IPs",
-			"apiVersion: v1\nkind: Service\nmetadata: {name: d}\nspec: {externalIPs: [192.0.2.1], externalTrafficPolicy: Local}\n",
-			Service{Name: "d", ExternalIPs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}, ExternalTrafficPolicy: ExternalLocal}},
-		{"a List from kubectl get -o yaml",
-			"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n- apiVersion: v1\n  kind: Service\n  metadata: {name: e}\n  spec: {type: NodePort}\n",
-			Service{Name: "e", Type: TypeNodePort}},
-		{"source ranges from the annotation; MetalLB is passthrough",
-			"apiVersion: v1\nkind: Service\nmetadata:\n  name: f\n  annotations:\n    service.beta.kubernetes.io/load-balancer-source-ranges: \"10.0.0.0/8, 192.168.0.0/16\"\n    metallb.io/address-pool: public\nspec: {type: LoadBalancer}\n",
-			Service{Name: "f", Type: TypeLoadBalancer, LB: LBPassthrough, LBHint: "metallb.io/address-pool",
-				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.0.0/16")}}},
-		{"CRLF line endings and a leading separator",
-			"---\r\napiVersion: v1\r\nkind: Service\r\nmetadata: {name: g}\r\n---\r\n",
-			Service{Name: "g"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseService([]byte(tt.manifest))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !equalService(got, tt.want) {
-				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
-			}
-		})
-	}
-}
-
-func equalService(a, b Service) bool {
-	return a.Namespace == b.Namespace && a.Name == b.Name && a.Type == b.Type &&
-		a.ExternalTrafficPolicy == b.ExternalTrafficPolicy && a.InternalTrafficPolicy == b.InternalTrafficPolicy &&
-		a.TrafficDistribution == b.TrafficDistribution && a.Headless == b.Headless &&
-		a.HealthCheckNodePort == b.HealthCheckNodePort && slices.Equal(a.LoadBalancerSourceRanges, b.LoadBalancerSourceRanges) &&
-		slices.Equal(a.ExternalIPs, b.ExternalIPs) && slices.Equal(a.Ports, b.Ports) && slices.Equal(a.Ingress, b.Ingress) &&
-		a.LB == b.LB && a.LBHint == b.LBHint
-}
-
-// TestParseServiceErrors pins the API server's Service rules (validation.go,
-// reference Part B.6) that concern traffic policy, one per row.
-func TestParseServiceErrors(t *testing.T) {
-	svc := func(spec string) string {
-		return "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec:\n" + spec
-	}
-	tests := []struct {
-		name     string
-		manifest string
-		wantErr  error
-		mention  string
-	}{
-		{"healthCheckNodePort only with LoadBalancer + Local: Cluster", svc("  type: LoadBalancer\n  healthCheckNodePort: 32000\n"), ErrInvalidService, "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"},
-		{"healthCheckNodePort only with LoadBalancer + Local: NodePort", svc("  type: NodePort\n  externalTrafficPolicy: Local\n  healthCheckNodePort: 32000\n"), ErrInvalidService, "spec.healthCheckNodePort"},
-		{"healthCheckNodePort in port range", svc("  type: LoadBalancer\n  externalTrafficPolicy: Local\n  healthCheckNodePort: 70000\n"), ErrInvalidService, "between 1 and 65535"},
-		{"externalTrafficPolicy only on externally-accessible Services", svc("  externalTrafficPolicy: Cluster\n"), ErrInvalidService, "may only be set for externally-accessible services"},
-		{"externalTrafficPolicy spelling is case-sensitive", svc("  type: NodePort\n  externalTrafficPolicy: local\n"), ErrInvalidService, "unsupported value \"local\""},
-		{"internalTrafficPolicy values", svc("  internalTrafficPolicy: Node\n"), ErrInvalidService, "spec.internalTrafficPolicy"},
-		{"trafficDistribution values", svc("  trafficDistribution: PreferFar\n"), ErrInvalidService, "spec.trafficDistribution"},
-		{"trafficDistribution empty string is not unset", svc("  trafficDistribution: \"\"\n"), ErrInvalidService, "spec.trafficDistribution"},
-		{"type values", svc("  type: Ingress\n"), ErrInvalidService, "spec.type"},
-		{"nodePort not on ClusterIP", svc("  ports: [{port: 80, nodePort: 30080}]\n"), ErrInvalidService, "may not be used when `type` is 'ClusterIP'"},
-		{"port range", svc("  ports: [{port: 0}]\n"), ErrInvalidService, "spec.ports[0].port"},
-		{"nodePort range", svc("  type: NodePort\n  ports: [{port: 80, nodePort: 65536}]\n"), ErrInvalidService, "spec.ports[0].nodePort"},
-		{"protocol values", svc("  ports: [{port: 80, protocol: tcp}]\n"), ErrInvalidService, "spec.ports[0].protocol"},
-		{"loadBalancerSourceRanges only on LoadBalancer", svc("  type: NodePort\n  loadBalancerSourceRanges: [10.0.0.0/8]\n"), ErrInvalidService, "may only be used when `type` is 'LoadBalancer'"},
-		{"loadBalancerSourceRanges are CIDRs", svc("  type: LoadBalancer\n  loadBalancerSourceRanges: [10.0.0.1]\n"), ErrInvalidService, "spec.loadBalancerSourceRanges[0]"},
-		{"externalIPs are addresses", svc("  externalIPs: [example.com]\n"), ErrInvalidService, "spec.externalIPs[0]"},
-		{"ipMode values", svc("  type: LoadBalancer\nstatus: {loadBalancer: {ingress: [{ip: 192.0.2.1, ipMode: Direct}]}}\n"), ErrInvalidService, "ingress[0].ipMode"},
-		{"ipMode needs ip", svc("  type: LoadBalancer\nstatus: {loadBalancer: {ingress: [{hostname: lb.example, ipMode: VIP}]}}\n"), ErrInvalidService, "may only be set when `ip` is set"},
-		{"ingress ip is an address", svc("  type: LoadBalancer\nstatus: {loadBalancer: {ingress: [{ip: 192.0.2.300}]}}\n"), ErrInvalidService, "ingress[0].ip"},
-		{"Service is core v1 only", "apiVersion: v2\nkind: Service\n", ErrMalformedManifest, "apiVersion"},
-		{"a port is a number, not a string", svc("  ports: [{port: \"80\"}]\n"), ErrMalformedManifest, "spec.ports.port"},
-		{"duplicate keys are ambiguous", svc("  type: NodePort\n  type: ClusterIP\n"), ErrMalformedManifest, "document 1"},
-		{"YAML syntax", "apiVersion: v1\nkind: Service\nspec: [unclosed\n", ErrMalformedManifest, "document 1"},
-		{"no Service", "apiVersion: v1\nkind: ConfigMap\n---\n# only a comment\n", ErrNoService, ""},
-		{"empty input", "", ErrNoService, ""},
-		{"two Services", svc("  type: NodePort\n") + "---\n" + svc("  type: NodePort\n"), ErrManyServices, "found 2"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseService([]byte(tt.manifest))
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			}
-			if !strings.Contains(err.Error(), tt.mention) {
-				t.Fatalf("err = %q, want it to mention %q", err, tt.mention)
-			}
-		})
-	}
-}
-
-func TestInferLB(t *testing.T) {
-	tests := []struct {
-		key, value string
-		want       LBKind
-	}{
-		{"service.beta.kubernetes.io/aws-load-balancer-proxy-protocol", "*", LBProxyProtocol},
-		{"service.beta.kubernetes.io/aws-load-balancer-proxy-protocol", "true", LBUnknown}, // AWS accepts only "*"
-		{"service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol", "true", LBProxyProtocol},
-		{"service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol", "false", LBUnknown},
-		{"load-balancer.hetzner.cloud/uses-proxyprotocol", "true", LBProxyProtocol},
-		{"service.beta.kubernetes.io/linode-loadbalancer-default-proxy-protocol", "v2", LBProxyProtocol},
-		{"service.beta.kubernetes.io/linode-loadbalancer-proxy-protocol", "none", LBUnknown},
-		{"loadbalancer.openstack.org/proxy-protocol", "v2", LBProxyProtocol},
-		{"service.beta.kubernetes.io/ovh-loadbalancer-proxy-protocol", "v2-ssl", LBProxyProtocol},
-		{"service.beta.kubernetes.io/scw-loadbalancer-proxy-protocol-v2", "*", LBProxyProtocol},
-		{"service.beta.kubernetes.io/aws-load-balancer-type", "nlb", LBPassthrough},
-		{"metallb.universe.tf/address-pool", "default", LBPassthrough},
-		{"example.com/anything", "true", LBUnknown},
-	}
-	for _, tt := range tests {
-		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
-			got, hint := inferLB(map[string]string{tt.key: tt.value})
-			if got != tt.want || (got != LBUnknown) != (hint == tt.key) {
-				t.Fatalf("inferLB = %v, %q; want %v", got, hint, tt.want)
-			}
-		})
-	}
-}
-
 func TestServiceCases(t *testing.T) {
-	s, err := ParseService([]byte(gatewayManifest))
-	if err != nil {
-		t.Fatal(err)
+	s := Service{
+		Namespace: "iot", Name: "mqtt-gw", Type: TypeLoadBalancer, ExternalTrafficPolicy: ExternalLocal,
+		TrafficDistribution: PreferSameZone, HealthCheckNodePort: 32123, LB: LBProxyProtocol,
+		Ports:   []Port{{Name: "mqtts", Protocol: "TCP", Port: 8883, NodePort: 31883}},
+		Ingress: []Ingress{{IP: netip.MustParseAddr("192.0.2.10"), IPMode: IPModeProxy}, {Hostname: "mqtt-gw-123.elb.example.com"}},
 	}
 	got := s.Cases()
 	var paths []Path
 	for _, c := range got {
 		paths = append(paths, c.Path)
-		if !c.LocalEndpoint || c.External != ExternalLocal || c.Distribution != PreferSameZone || c.LB != LBProxyProtocol {
-			t.Errorf("case %+v does not carry the Service's fields", c)
-		}
+		assert.True(t, c.LocalEndpoint, "case %+v does not carry the Service's fields", c)
+		assert.Equal(t, ExternalLocal, c.External, "case %+v does not carry the Service's fields", c)
+		assert.Equal(t, PreferSameZone, c.Distribution, "case %+v does not carry the Service's fields", c)
+		assert.Equal(t, LBProxyProtocol, c.LB, "case %+v does not carry the Service's fields", c)
 	}
-	if want := []Path{PathClusterIP, PathNodePort, PathLoadBalancer, PathPodToLoadBalancerIP}; !slices.Equal(paths, want) {
-		t.Fatalf("paths %v, want %v", paths, want)
-	}
+	require.Equal(t, []Path{PathClusterIP, PathNodePort, PathLoadBalancer, PathPodToLoadBalancerIP}, paths)
 
 	// An unknown load balancer spreads the load-balancer rows over every known kind.
 	s.LB = LBUnknown
@@ -231,10 +35,6 @@ func TestServiceCases(t *testing.T) {
 			n++
 		}
 	}
-	if n != len(knownLBKinds) {
-		t.Fatalf("%d load-balancer rows for an unknown kind, want %d", n, len(knownLBKinds))
-	}
-	if got := (Service{Type: TypeExternalName}).Cases(); len(got) != 0 {
-		t.Fatalf("ExternalName Cases = %v, want none", got)
-	}
+	require.Equal(t, len(knownLBKinds), n, "load-balancer rows for an unknown kind")
+	require.Empty(t, (Service{Type: TypeExternalName}).Cases(), "ExternalName Cases")
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/realclientip/realclientip-go"
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/stretchr/testify/assert"
 )
 
 // The trusted proxies, as CIDR strings every implementation accepts.
@@ -201,9 +202,7 @@ func implementations(s scenario) map[string]extractor {
 func TestSameAnswers(t *testing.T) {
 	for _, s := range scenarios() {
 		for name, ex := range implementations(s) {
-			if got := ex.answer(s.request()); got != s.want {
-				t.Errorf("%s/%s = %q, want %q", s.name, name, got, s.want)
-			}
+			assert.Equal(t, s.want, ex.answer(s.request()), "%s/%s", s.name, name)
 		}
 	}
 }

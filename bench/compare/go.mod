@@ -10,6 +10,7 @@ require (
 	github.com/labstack/echo/v4 v4.16.5
 	github.com/realclientip/realclientip-go v1.0.0
 	github.com/sourceip/sourceip v0.0.0
+	github.com/stretchr/testify v1.12.1
 )
 
 require (
@@ -41,6 +42,7 @@ require (
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fasttemplate v1.2.2 // indirect
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/arch v0.22.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.60.0 // indirect

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	chimw "github.com/go-chi/chi/v5/middleware"
+	"github.com/stretchr/testify/assert"
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/middleware"
@@ -58,9 +59,7 @@ func TestSameMiddlewareAnswers(t *testing.T) {
 		for _, s := range xffScenarios() {
 			got = netip.Addr{}
 			h.ServeHTTP(httptest.NewRecorder(), s.request())
-			if got.String() != s.want {
-				t.Errorf("%s/%s = %v, want %s", s.name, name, got, s.want)
-			}
+			assert.Equal(t, s.want, got.String(), "%s/%s", s.name, name)
 		}
 	}
 }

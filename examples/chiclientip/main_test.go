@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/middleware"
@@ -20,9 +22,7 @@ func testRouter(t testing.TB) http.Handler {
 		Header:         "X-Forwarded-For",
 	})
 	h, err := newRouter(r, clientip.MustParsePrefixSet("198.51.100.0/24"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return h
 }
 
@@ -61,9 +61,8 @@ func TestChiRouting(t *testing.T) {
 			req.Header.Set("X-Forwarded-For", tc.xff)
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
-			if rec.Code != tc.wantCode || rec.Body.String() != tc.wantBody {
-				t.Errorf("got %d %q, want %d %q", rec.Code, rec.Body.String(), tc.wantCode, tc.wantBody)
-			}
+			assert.Equal(t, tc.wantCode, rec.Code, "body %q", rec.Body.String())
+			assert.Equal(t, tc.wantBody, rec.Body.String())
 		})
 	}
 }
@@ -76,14 +75,10 @@ func TestChiRealServer(t *testing.T) {
 	req, _ := http.NewRequest("GET", srv.URL+"/hello/ada", nil)
 	req.Header.Set("X-Forwarded-For", "198.51.100.7")
 	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if string(body) != "hello ada from 127.0.0.1 (socket)\n" {
-		t.Errorf("got %q", body)
-	}
+	assert.Equal(t, "hello ada from 127.0.0.1 (socket)\n", string(body))
 }
 
 // The middleware in a chi router, for chi users.

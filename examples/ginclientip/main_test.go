@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestGin(t *testing.T) {
@@ -13,9 +15,7 @@ func TestGin(t *testing.T) {
 		TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
 		Header:         "X-Forwarded-For",
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tests := []struct {
 		name, peer, xff string
 		wantCode        int
@@ -32,9 +32,8 @@ func TestGin(t *testing.T) {
 			req.Header.Set("X-Forwarded-For", tc.xff)
 			rec := httptest.NewRecorder()
 			e.ServeHTTP(rec, req)
-			if rec.Code != tc.wantCode || rec.Body.String() != tc.wantBody {
-				t.Errorf("got %d %s, want %d %s", rec.Code, rec.Body.String(), tc.wantCode, tc.wantBody)
-			}
+			assert.Equal(t, tc.wantCode, rec.Code, "body %s", rec.Body.String())
+			assert.Equal(t, tc.wantBody, rec.Body.String())
 		})
 	}
 }

@@ -25,6 +25,8 @@ import (
 	"github.com/sourceip/sourceip/middleware"
 	"github.com/sourceip/sourceip/middleware/otelsourceip"
 	"github.com/sourceip/sourceip/proxyproto"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 type harness struct {
@@ -45,9 +47,7 @@ func newHarness(t *testing.T) *harness {
 	})
 	var err error
 	h.inst, err = otelsourceip.New(otelsourceip.WithMeterProvider(mp), otelsourceip.WithTracerProvider(h.tp))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return h
 }
 
@@ -71,12 +71,9 @@ func ours(kvs []attribute.KeyValue) string {
 func points(t *testing.T, m metricdata.Metrics) []string {
 	t.Helper()
 	sum, ok := m.Data.(metricdata.Sum[int64])
-	if !ok {
-		t.Fatalf("%s: data is %T, want an int64 sum", m.Name, m.Data)
-	}
-	if !sum.IsMonotonic || sum.Temporality != metricdata.CumulativeTemporality {
-		t.Errorf("%s: monotonic %v temporality %v", m.Name, sum.IsMonotonic, sum.Temporality)
-	}
+	require.True(t, ok, "%s: data is %T, want an int64 sum", m.Name, m.Data)
+	assert.True(t, sum.IsMonotonic, "%s: monotonic", m.Name)
+	assert.Equal(t, metricdata.CumulativeTemporality, sum.Temporality, "%s: temporality", m.Name)
 	var out []string
 	for _, dp := range sum.DataPoints {
 		var kv []string
@@ -103,17 +100,13 @@ func TestOpenTelemetry(t *testing.T) {
 	policy, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{
 		Allow: clientip.MustParsePrefixSet("198.51.100.0/24"), Observer: h.inst,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	mux := http.NewServeMux()
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	mux.Handle("/", ok)
 	mux.Handle("/admin", policy.Handler(ok))
 	handler, err := newHandler(mux, r, h.inst, h.tp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	requests := []struct {
 		name  string
@@ -151,26 +144,18 @@ func TestOpenTelemetry(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			handler.ServeHTTP(rec, req)
-			if rec.Code != tc.code {
-				t.Errorf("status %d, want %d", rec.Code, tc.code)
-			}
+			assert.Equal(t, tc.code, rec.Code, "status")
 			spans := h.sr.Ended()
 			s := spans[len(spans)-1]
-			if s.SpanKind() != trace.SpanKindServer {
-				t.Errorf("last span is %v %q, want otelhttp's server span", s.SpanKind(), s.Name())
-			}
-			if got := ours(s.Attributes()); got != tc.attrs {
-				t.Errorf("span attributes\ngot  %s\nwant %s", got, tc.attrs)
-			}
+			assert.Equal(t, trace.SpanKindServer, s.SpanKind(), "last span %q: want otelhttp's server span", s.Name())
+			assert.Equal(t, tc.attrs, ours(s.Attributes()), "span attributes")
 		})
 	}
 
 	// A PROXY header from a peer the listener does not trust.
 	rej := make(chan proxyproto.Rejection, 1)
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pl, err := proxyproto.NewListener(inner, proxyproto.Config{
 		TrustedUpstreams: clientip.MustParsePrefixSet("10.0.0.0/8"),
 		OnReject: func(r proxyproto.Rejection) {
@@ -178,9 +163,7 @@ func TestOpenTelemetry(t *testing.T) {
 			rej <- r
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer pl.Close()
 	go pl.Accept() // starts the listener's accept loop; returns at Close
 	c, err := proxyproto.DialContext(t.Context(), nil, "tcp", pl.Addr().String(), proxyproto.Header{
@@ -188,40 +171,32 @@ func TestOpenTelemetry(t *testing.T) {
 		Source:      netip.MustParseAddrPort("6.6.6.6:1"),
 		Destination: netip.MustParseAddrPort("192.0.2.10:8883"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	var got proxyproto.Rejection
 	select {
 	case got = <-rej:
 	case <-time.After(10 * time.Second):
-		t.Fatal("no rejection reported")
+		require.FailNow(t, "no rejection reported")
 	}
 	spans := h.sr.Ended()
 	s := spans[len(spans)-1]
 	clientPort := c.LocalAddr().(*net.TCPAddr).Port
 	localPort := pl.Addr().(*net.TCPAddr).Port
 	want := fmt.Sprintf("error.type=untrusted_header network.local.address=127.0.0.1 network.local.port=%d network.peer.address=127.0.0.1 network.peer.port=%d network.transport=tcp sourceip.reason=untrusted_header", localPort, clientPort)
-	if s.Name() != otelsourceip.RejectSpanName || s.SpanKind() != trace.SpanKindServer || s.Parent().IsValid() ||
-		s.Status().Code != codes.Error || s.Status().Description != "untrusted_header" {
-		t.Errorf("reject span: %q kind %v parent %v status %v", s.Name(), s.SpanKind(), s.Parent(), s.Status())
-	}
-	if d := s.EndTime().Sub(s.StartTime()); d != got.Duration {
-		t.Errorf("reject span lasts %v, want the rejection's %v", d, got.Duration)
-	}
-	if g := ours(s.Attributes()); g != want {
-		t.Errorf("reject span attributes\ngot  %s\nwant %s", g, want)
-	}
-	if s.InstrumentationScope().Name != otelsourceip.ScopeName || s.InstrumentationScope().SchemaURL != semconv.SchemaURL {
-		t.Errorf("span scope %+v", s.InstrumentationScope())
-	}
+	assert.Equal(t, otelsourceip.RejectSpanName, s.Name(), "reject span")
+	assert.Equal(t, trace.SpanKindServer, s.SpanKind(), "reject span")
+	assert.False(t, s.Parent().IsValid(), "reject span parent %v", s.Parent())
+	assert.Equal(t, codes.Error, s.Status().Code, "reject span status")
+	assert.Equal(t, "untrusted_header", s.Status().Description, "reject span status")
+	assert.Equal(t, got.Duration, s.EndTime().Sub(s.StartTime()), "reject span lasts the rejection's duration")
+	assert.Equal(t, want, ours(s.Attributes()), "reject span attributes")
+	assert.Equal(t, otelsourceip.ScopeName, s.InstrumentationScope().Name, "span scope")
+	assert.Equal(t, semconv.SchemaURL, s.InstrumentationScope().SchemaURL, "span scope")
 
 	// Every metric point.
 	var rm metricdata.ResourceMetrics
-	if err := h.reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.reader.Collect(context.Background(), &rm))
 	wantMetrics := map[string][]string{
 		otelsourceip.ResolutionsName: {
 			"sourceip.outcome=malformed,sourceip.source=none: 2",
@@ -248,27 +223,19 @@ func TestOpenTelemetry(t *testing.T) {
 		if sm.Scope.Name != otelsourceip.ScopeName {
 			continue
 		}
-		if sm.Scope.SchemaURL != semconv.SchemaURL {
-			t.Errorf("metric scope schema %q", sm.Scope.SchemaURL)
-		}
+		assert.Equal(t, semconv.SchemaURL, sm.Scope.SchemaURL, "metric scope schema")
 		for _, m := range sm.Metrics {
 			found++
 			want, ok := wantMetrics[m.Name]
-			if !ok {
-				t.Errorf("unexpected metric %s", m.Name)
+			if !assert.True(t, ok, "unexpected metric %s", m.Name) {
 				continue
 			}
-			if m.Unit != wantUnits[m.Name] || m.Description == "" {
-				t.Errorf("%s: unit %q description %q", m.Name, m.Unit, m.Description)
-			}
-			if got := points(t, m); !slices.Equal(got, want) {
-				t.Errorf("%s points\ngot  %q\nwant %q", m.Name, got, want)
-			}
+			assert.Equal(t, wantUnits[m.Name], m.Unit, "%s: unit", m.Name)
+			assert.NotEmpty(t, m.Description, "%s: description", m.Name)
+			assert.Equal(t, want, points(t, m), "%s points", m.Name)
 		}
 	}
-	if found != len(wantMetrics) {
-		t.Errorf("found %d sourceip metrics, want %d", found, len(wantMetrics))
-	}
+	assert.Equal(t, len(wantMetrics), found, "sourceip metrics found")
 }
 
 // TestOtelhttpPitfall pins the behaviour the package documentation warns
@@ -280,9 +247,8 @@ func TestOtelhttpPitfall(t *testing.T) {
 	req.Header.Set("X-Forwarded-For", "6.6.6.6, 203.0.113.7")
 	newPlainHandler(http.NotFoundHandler(), h.tp).ServeHTTP(httptest.NewRecorder(), req)
 	spans := h.sr.Ended()
-	if got := attr(spans[len(spans)-1].Attributes(), semconv.ClientAddressKey); got != "6.6.6.6" {
-		t.Errorf("otelhttp's client.address = %q; if otelhttp stopped trusting the leftmost entry, update the docs", got)
-	}
+	assert.Equal(t, "6.6.6.6", attr(spans[len(spans)-1].Attributes(), semconv.ClientAddressKey),
+		"otelhttp's client.address: if otelhttp stopped trusting the leftmost entry, update the docs")
 }
 
 // TestObserveAllocsSDK measures recording into the SDK: counters with cached
@@ -294,9 +260,7 @@ func TestObserveAllocsSDK(t *testing.T) {
 	ctx := context.Background()
 	n := testing.AllocsPerRun(200, func() { h.inst.ObserveResolve(ctx, res, nil) })
 	t.Logf("ObserveResolve without a span: %v allocs", n)
-	if n != 0 {
-		t.Errorf("counting a resolution allocates %v times", n)
-	}
+	assert.Zero(t, n, "counting a resolution allocates")
 	ctx, span := h.tp.Tracer("test").Start(ctx, "server")
 	defer span.End()
 	t.Logf("ObserveResolve on a recording span: %v allocs", testing.AllocsPerRun(200, func() { h.inst.ObserveResolve(ctx, res, nil) }))

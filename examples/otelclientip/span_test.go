@@ -14,6 +14,8 @@ import (
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/middleware"
 	"github.com/sourceip/sourceip/middleware/otelsourceip"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestClientAddressOverwritten pins that the span a request ends with never
@@ -28,18 +30,14 @@ func TestClientAddressOverwritten(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	inst, err := otelsourceip.New(otelsourceip.WithTracerProvider(tp))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r := clientip.MustNew(clientip.Config{
 		TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
 		Header:         "X-Forwarded-For",
 		Masquerade:     clientip.MustParsePrefixSet("192.0.2.0/24"),
 	})
 	resolve, err := middleware.New(middleware.Config{Resolver: r, Observer: inst})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	h := resolve(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 
 	tests := []struct {
@@ -64,22 +62,16 @@ func TestClientAddressOverwritten(t *testing.T) {
 			spans := sr.Ended()
 			attrs := spans[len(spans)-1].Attributes()
 			got, ok := lookup(attrs, semconv.ClientAddressKey)
-			if !ok || got.AsString() != tc.address {
-				t.Errorf("client.address = %q (present %v), want %q", got.AsString(), ok, tc.address)
-			}
-			if got, _ := lookup(attrs, otelsourceip.OutcomeKey); got.AsString() != tc.outcome {
-				t.Errorf("sourceip.outcome = %q, want %q", got.AsString(), tc.outcome)
-			}
-			if got, _ := lookup(attrs, otelsourceip.MasqueradedKey); got.AsBool() != tc.masqueraded {
-				t.Errorf("sourceip.masqueraded = %v, want %v", got.AsBool(), tc.masqueraded)
-			}
-			if got, _ := lookup(attrs, semconv.NetworkPeerAddressKey); got.AsString() != "10.0.0.2" {
-				t.Errorf("network.peer.address = %q, want the socket peer", got.AsString())
-			}
+			assert.True(t, ok, "client.address present")
+			assert.Equal(t, tc.address, got.AsString(), "client.address")
+			got, _ = lookup(attrs, otelsourceip.OutcomeKey)
+			assert.Equal(t, tc.outcome, got.AsString(), "sourceip.outcome")
+			got, _ = lookup(attrs, otelsourceip.MasqueradedKey)
+			assert.Equal(t, tc.masqueraded, got.AsBool(), "sourceip.masqueraded")
+			got, _ = lookup(attrs, semconv.NetworkPeerAddressKey)
+			assert.Equal(t, "10.0.0.2", got.AsString(), "network.peer.address: the socket peer")
 			for _, kv := range attrs {
-				if kv.Value.AsString() == "6.6.6.6" {
-					t.Errorf("%s keeps the client-written 6.6.6.6", kv.Key)
-				}
+				assert.NotEqual(t, "6.6.6.6", kv.Value.AsString(), "%s keeps the client-written address", kv.Key)
 			}
 		})
 	}

@@ -95,7 +95,7 @@ func TestReadyMeansListening(t *testing.T) {
 	select {
 	case <-p.Exited():
 	default:
-		t.Fatal("Stop returned before haproxy exited")
+		require.FailNow(t, "Stop returned before haproxy exited")
 	}
 	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", fePort))
 	require.NoError(t, err, "port still bound after Stop")

@@ -79,17 +79,15 @@ type Instrumentation struct {
 
 	// Measurement options built once, indexed by source, outcome and reason,
 	// so that recording builds no attribute set.
-	resolveOpts [numSources][numOutcomes][]metric.AddOption
-	masqOpts    [numSources][]metric.AddOption
-	denyOpts    [numSources][numOutcomes][]metric.AddOption
+	resolveOpts [][][]metric.AddOption // [source][outcome]
+	masqOpts    [][]metric.AddOption   // [source]
+	denyOpts    [][][]metric.AddOption // [source][outcome]
 	rejectOpts  [numReasons][]metric.AddOption
 }
 
 const (
-	numSources  = int(clientip.SourceHeader) + 1
-	numOutcomes = int(middleware.OutcomeError) + 1
-	numReasons  = int(proxyproto.ReasonInvalid) + 1
-	numShed     = len(proxyproto.Stats{}.Shed)
+	numReasons = int(proxyproto.ReasonInvalid) + 1
+	numShed    = len(proxyproto.Stats{}.Shed)
 )
 
 var _ middleware.Observer = (*Instrumentation)(nil)
@@ -150,9 +148,11 @@ func New(opts ...Option) (*Instrumentation, error) {
 	opt := func(kv ...attribute.KeyValue) []metric.AddOption {
 		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
 	}
+	in.resolveOpts, in.masqOpts, in.denyOpts = make([][][]metric.AddOption, numSources), make([][]metric.AddOption, numSources), make([][][]metric.AddOption, numSources)
 	for s := range numSources {
 		src := SourceKey.String(clientip.Source(s).String())
 		in.masqOpts[s] = opt(src)
+		in.resolveOpts[s], in.denyOpts[s] = make([][]metric.AddOption, numOutcomes), make([][]metric.AddOption, numOutcomes)
 		for o := range numOutcomes {
 			out := middleware.Outcome(o).String()
 			in.resolveOpts[s][o] = opt(src, OutcomeKey.String(out))
@@ -182,13 +182,6 @@ func version() string {
 	return ""
 }
 
-func sourceIndex(s clientip.Source) int {
-	if int(s) < numSources {
-		return int(s)
-	}
-	return int(clientip.SourceNone)
-}
-
 // ObserveResolve records one resolution: it counts it in
 // sourceip.resolutions by source and outcome, counts a masqueraded result in
 // sourceip.masquerade.detections, and, when ctx carries a recording span, sets
@@ -196,9 +189,8 @@ func sourceIndex(s clientip.Source) int {
 // resolves connections calls it with the connection's context, for example
 // in.ObserveResolve(ctx, res, err) after middleware.ResultFromConn.
 func (in *Instrumentation) ObserveResolve(ctx context.Context, res clientip.Result, err error) {
-	s := sourceIndex(res.Source)
-	o := middleware.OutcomeOf(err)
-	in.resolutions.Add(ctx, 1, in.resolveOpts[s][o]...)
+	s, o := sourceIndex(res.Source), middleware.OutcomeOf(err)
+	in.resolutions.Add(ctx, 1, in.resolveOpts[s][outcomeIndex(o)]...)
 	if res.Masqueraded {
 		in.masquerades.Add(ctx, 1, in.masqOpts[s]...)
 	}
@@ -213,9 +205,8 @@ func (in *Instrumentation) ObserveResolve(ctx context.Context, res clientip.Resu
 // recording span, sets sourceip.reason on it. It implements
 // [middleware.Observer].
 func (in *Instrumentation) ObserveDeny(ctx context.Context, res clientip.Result, err error) {
-	s := sourceIndex(res.Source)
-	o := middleware.OutcomeOf(err)
-	in.denials.Add(ctx, 1, in.denyOpts[s][o]...)
+	s, o := sourceIndex(res.Source), middleware.OutcomeOf(err)
+	in.denials.Add(ctx, 1, in.denyOpts[s][outcomeIndex(o)]...)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(ReasonKey.String(o.String()))
 	}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/middleware"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func render(kvs []attribute.KeyValue) string {
@@ -66,9 +68,7 @@ func TestSpanAttributes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := render(SpanAttributes(tc.res, tc.err)); got != tc.want {
-				t.Errorf("got  %s\nwant %s", got, tc.want)
-			}
+			assert.Equal(t, tc.want, render(SpanAttributes(tc.res, tc.err)))
 		})
 	}
 }
@@ -113,21 +113,17 @@ func TestNewProviders(t *testing.T) {
 			otel.SetMeterProvider(oldMP)
 			otel.SetTracerProvider(oldTP)
 		}()
-		if _, err := New(); err != nil {
-			t.Fatal(err)
-		}
-		if strings.Join(mp.names, ",") != want[0] || strings.Join(tp.names, ",") != want[0] {
-			t.Errorf("scopes: meter %q, tracer %q; want %q", mp.names, tp.names, want[0])
-		}
+		_, err := New()
+		require.NoError(t, err)
+		assert.Equal(t, want[0], strings.Join(mp.names, ","), "meter scopes")
+		assert.Equal(t, want[0], strings.Join(tp.names, ","), "tracer scopes")
 	})
 	t.Run("options", func(t *testing.T) {
 		mp, tp := &namingMeterProvider{}, &namingTracerProvider{}
-		if _, err := New(WithMeterProvider(mp), WithTracerProvider(tp)); err != nil {
-			t.Fatal(err)
-		}
-		if strings.Join(mp.names, ",") != want[0] || strings.Join(tp.names, ",") != want[0] {
-			t.Errorf("scopes: meter %q, tracer %q; want %q", mp.names, tp.names, want[0])
-		}
+		_, err := New(WithMeterProvider(mp), WithTracerProvider(tp))
+		require.NoError(t, err)
+		assert.Equal(t, want[0], strings.Join(mp.names, ","), "meter scopes")
+		assert.Equal(t, want[0], strings.Join(tp.names, ","), "tracer scopes")
 	})
 }
 
@@ -135,29 +131,21 @@ func TestNewProviders(t *testing.T) {
 // and that the middleware with this observer stays within its budget.
 func TestObserveAllocs(t *testing.T) {
 	in, err := New(WithMeterProvider(metricnoop.NewMeterProvider()), WithTracerProvider(tracenoop.NewTracerProvider()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := context.Background()
 	res := clientip.Result{Client: netip.MustParseAddr("203.0.113.7"), Source: clientip.SourceXForwardedFor, Masqueraded: true}
-	if n := testing.AllocsPerRun(100, func() {
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
 		in.ObserveResolve(ctx, res, nil)
 		in.ObserveDeny(ctx, res, middleware.ErrNotAllowed)
-	}); n != 0 {
-		t.Errorf("observing allocates %v times on no-op providers", n)
-	}
+	}), "observing allocates on no-op providers")
 
 	r := clientip.MustNew(clientip.Config{TrustedProxies: clientip.Private(), Header: "X-Forwarded-For"})
 	mw, err := middleware.New(middleware.Config{Resolver: r, Observer: in})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	req := httptest.NewRequest("GET", "/", nil)
 	req.RemoteAddr = "10.0.0.1:4000"
 	req.Header.Set("X-Forwarded-For", "198.51.100.7")
 	w := httptest.NewRecorder()
-	if n := testing.AllocsPerRun(100, func() { h.ServeHTTP(w, req) }); n > 3 {
-		t.Errorf("middleware with the otel observer allocates %v times, want at most 3", n)
-	}
+	assert.LessOrEqual(t, testing.AllocsPerRun(100, func() { h.ServeHTTP(w, req) }), 3.0, "middleware with the otel observer allocates")
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
 	"github.com/sourceip/sourceip/proxyproto"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 type hook struct {
@@ -51,40 +53,24 @@ type fixture struct {
 func start(t *testing.T, hs, connect time.Duration) *fixture {
 	t.Helper()
 	ca, err := pki.NewCA("test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cert, err := ca.Server("gateway.test", "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pl, err := proxyproto.NewListener(tcp, proxyproto.Config{TrustedUpstreams: clientip.Loopback()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f := &fixture{addr: tcp.Addr().String(), ca: ca, failures: make(chan Failure, 16), infos: make(chan *Info, 16)}
 	l, err := New(Config{
 		Inner: pl, TLS: &tls.Config{Certificates: []tls.Certificate{cert}},
 		HandshakeTimeout: hs, ConnectTimeout: connect,
 		OnFailure: func(fl Failure) { f.failures <- fl },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f.srv = mqtt.New(&mqtt.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := f.srv.AddHook(&hook{infos: f.infos}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.srv.AddListener(l); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.srv.Serve(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.srv.AddHook(&hook{infos: f.infos}, nil))
+	require.NoError(t, f.srv.AddListener(l))
+	require.NoError(t, f.srv.Serve())
 	f.close = sync.OnceFunc(func() { f.srv.Close() }) // mochi's Close panics when called twice
 	t.Cleanup(f.close)
 	return f
@@ -97,9 +83,7 @@ func (f *fixture) dial(t *testing.T, client string) net.Conn {
 		Version: 2, Command: proxyproto.CommandProxy,
 		Source: netip.MustParseAddrPort(client), Destination: netip.MustParseAddrPort("192.0.2.10:8883"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -110,7 +94,7 @@ func (f *fixture) failure(t *testing.T) Failure {
 	case fl := <-f.failures:
 		return fl
 	case <-time.After(5 * time.Second):
-		t.Fatal("no failure reported")
+		require.FailNow(t, "no failure reported")
 	}
 	return Failure{}
 }
@@ -122,21 +106,21 @@ func TestConnectedConnectionCarriesEveryLayer(t *testing.T) {
 	f := start(t, time.Second, time.Second)
 	c := f.dial(t, "203.0.113.7:5555")
 	tc := tls.Client(c, &tls.Config{RootCAs: f.ca.Pool(), ServerName: "gateway.test"})
-	if _, err := tc.Write(connectPacket); err != nil {
-		t.Fatal(err)
-	}
+	_, err := tc.Write(connectPacket)
+	require.NoError(t, err)
 	ack := make([]byte, 4)
-	if _, err := io.ReadFull(tc, ack); err != nil || ack[0] != 0x20 || ack[3] != 0 {
-		t.Fatalf("CONNACK %x, %v", ack, err)
-	}
+	_, err = io.ReadFull(tc, ack)
+	require.NoError(t, err, "CONNACK")
+	require.Equal(t, byte(0x20), ack[0], "CONNACK %x", ack)
+	require.Zero(t, ack[3], "CONNACK %x", ack)
 	info := <-f.infos
-	if info.ServerName != "gateway.test" || info.Facts.Source != netip.MustParseAddrPort("203.0.113.7:5555") ||
-		info.Facts.Peer.Addr() != netip.MustParseAddr("127.0.0.1") || info.State.Version != tls.VersionTLS13 {
-		t.Errorf("info: sni %q facts %v tls %x", info.ServerName, info.Facts, info.State.Version)
-	}
+	assert.Equal(t, "gateway.test", info.ServerName, "SNI")
+	assert.Equal(t, netip.MustParseAddrPort("203.0.113.7:5555"), info.Facts.Source, "facts %v", info.Facts)
+	assert.Equal(t, netip.MustParseAddr("127.0.0.1"), info.Facts.Peer.Addr(), "facts %v", info.Facts)
+	assert.Equal(t, uint16(tls.VersionTLS13), info.State.Version, "TLS version")
 	select {
 	case fl := <-f.failures:
-		t.Errorf("unexpected failure %v", fl.LogValue())
+		assert.Fail(t, "unexpected failure", "%v", fl.LogValue())
 	default:
 	}
 }
@@ -146,16 +130,13 @@ func TestSilentAfterProxyHeaderClosedAtHandshakeDeadline(t *testing.T) {
 	c := f.dial(t, "203.0.113.7:5555")
 	start := time.Now()
 	fl := f.failure(t)
-	if fl.Stage != StageTLS || !fl.Timeout || fl.Info.Facts.Source.Addr() != netip.MustParseAddr("203.0.113.7") {
-		t.Errorf("failure %v", fl.LogValue())
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("closed after %v", d)
-	}
+	assert.Equal(t, StageTLS, fl.Stage, "failure %v", fl.LogValue())
+	assert.True(t, fl.Timeout, "failure %v", fl.LogValue())
+	assert.Equal(t, netip.MustParseAddr("203.0.113.7"), fl.Info.Facts.Source.Addr(), "failure %v", fl.LogValue())
+	assert.LessOrEqual(t, time.Since(start), 2*time.Second, "closed after")
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
-		t.Errorf("client read %v, want EOF (closed by the gateway)", err)
-	}
+	_, err := c.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "client read: closed by the gateway")
 }
 
 func TestHandshakeFailureKeepsServerName(t *testing.T) {
@@ -163,29 +144,24 @@ func TestHandshakeFailureKeepsServerName(t *testing.T) {
 	c := f.dial(t, "203.0.113.8:5555")
 	other, _ := pki.NewCA("other")
 	tc := tls.Client(c, &tls.Config{RootCAs: other.Pool(), ServerName: "gateway.test"})
-	if err := tc.Handshake(); err == nil {
-		t.Fatal("handshake with the wrong CA succeeded")
-	}
+	require.Error(t, tc.Handshake(), "handshake with the wrong CA succeeded")
 	fl := f.failure(t)
-	if fl.Stage != StageTLS || fl.Timeout || fl.Info.ServerName != "gateway.test" {
-		t.Errorf("failure %v", fl.LogValue())
-	}
+	assert.Equal(t, StageTLS, fl.Stage, "failure %v", fl.LogValue())
+	assert.False(t, fl.Timeout, "failure %v", fl.LogValue())
+	assert.Equal(t, "gateway.test", fl.Info.ServerName, "failure %v", fl.LogValue())
 }
 
 func TestNoConnectClosedAtDeadline(t *testing.T) {
 	f := start(t, time.Second, 300*time.Millisecond)
 	c := f.dial(t, "203.0.113.9:5555")
 	tc := tls.Client(c, &tls.Config{RootCAs: f.ca.Pool(), ServerName: "gateway.test"})
-	if err := tc.Handshake(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tc.Handshake())
 	fl := f.failure(t)
-	if fl.Stage != StageConnect || !fl.Timeout || fl.Info.ServerName != "gateway.test" {
-		t.Errorf("failure %v", fl.LogValue())
-	}
-	if fl.Duration < 300*time.Millisecond || fl.Duration > 2*time.Second {
-		t.Errorf("closed after %v, want about 300ms", fl.Duration)
-	}
+	assert.Equal(t, StageConnect, fl.Stage, "failure %v", fl.LogValue())
+	assert.True(t, fl.Timeout, "failure %v", fl.LogValue())
+	assert.Equal(t, "gateway.test", fl.Info.ServerName, "failure %v", fl.LogValue())
+	assert.GreaterOrEqual(t, fl.Duration, 300*time.Millisecond, "closed after, want about 300ms")
+	assert.LessOrEqual(t, fl.Duration, 2*time.Second, "closed after, want about 300ms")
 }
 
 func TestCloseWithHalfOpenConnections(t *testing.T) {
@@ -193,15 +169,13 @@ func TestCloseWithHalfOpenConnections(t *testing.T) {
 	f.dial(t, "203.0.113.10:5555") // in the handshake
 	c := f.dial(t, "203.0.113.11:5555")
 	tc := tls.Client(c, &tls.Config{RootCAs: f.ca.Pool(), ServerName: "gateway.test"})
-	if err := tc.Handshake(); err != nil { // waiting for CONNECT
-		t.Fatal(err)
-	}
-	time.Sleep(50 * time.Millisecond) // let the first connection's handshake start
+	require.NoError(t, tc.Handshake()) // waiting for CONNECT
+	time.Sleep(50 * time.Millisecond)  // let the first connection's handshake start
 	done := make(chan struct{})
 	go func() { f.close(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(3 * time.Second):
-		t.Fatal("Server.Close blocked on half-open connections")
+		require.FailNow(t, "Server.Close blocked on half-open connections")
 	}
 }

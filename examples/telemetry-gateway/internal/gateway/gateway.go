@@ -30,11 +30,11 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
-	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/limiter"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/reading"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/sourceip/sourceip/middleware"
 	"github.com/sourceip/sourceip/proxyproto"
+	"github.com/sourceip/sourceip/ratelimit"
 	"github.com/sourceip/sourceip/trafficpolicy"
 	"go.opentelemetry.io/otel/metric/noop"
 )
@@ -47,7 +47,7 @@ type Gateway struct {
 	mqttRes *clientip.Resolver
 	httpRes *clientip.Resolver
 	allow   *middleware.SourceRanges // nil: allow all resolved clients
-	buckets *limiter.Buckets
+	limiter *ratelimit.Limiter
 	masq    *masqWarner
 	store   Store      // where readings go: sink, or Config.Store
 	sink    *sink.Sink // the JSON Lines sink; nil with Config.Store
@@ -122,8 +122,12 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, err
 		}
 	}
-	if cfg.RateLimit > 0 {
-		g.buckets = &limiter.Buckets{Rate: cfg.RateLimit, Burst: max(cfg.RateBurst, 1)}
+	limit := ratelimit.Limit{Rate: cfg.RateLimit, Burst: max(cfg.RateBurst, 1)}
+	if cfg.RateLimit == 0 {
+		limit.Rate = ratelimit.Inf // no limit: no buckets
+	}
+	if g.limiter, err = ratelimit.New(ratelimit.Config{Limit: limit}); err != nil {
+		return nil, fmt.Errorf("gateway: rate limit: %w", err)
 	}
 	g.masq = &masqWarner{every: cfg.MasqueradeWarnEvery, log: g.log, seen: make(map[netip.Addr]*masqState)}
 	if cfg.Store != nil {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/internal/e2e"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestHAProxyMosquitto: Debian's mosquitto_pub over TLS through a real
@@ -25,9 +27,7 @@ func TestHAProxyMosquitto(t *testing.T) {
 	e := start(t, func(c *Config) { c.Allow = clientip.MustParsePrefixSet("127.0.0.0/26") })
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, e.ca.PEM(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(caFile, e.ca.PEM(), 0o644))
 	front := startHAProxy(t, e.g.MQTTAddr())
 
 	tests := []struct {
@@ -47,11 +47,11 @@ func TestHAProxyMosquitto(t *testing.T) {
 				"-V", tt.version, "-i", tt.id, "-t", "telemetry/"+tt.id, "-q", "1", "-d",
 				"-m", fmt.Sprintf(`{"device":%q,"seq":1,"values":{"temp":20.5}}`, tt.id)).CombinedOutput()
 			if tt.refused {
-				if err == nil || !strings.Contains(strings.ToLower(string(out)), "not authori") {
-					t.Errorf("mosquitto_pub from %s: %v\n%s", tt.from, err, out)
-				}
-			} else if err != nil || !strings.Contains(string(out), "received PUBACK") {
-				t.Fatalf("mosquitto_pub: %v\n%s", err, out)
+				assert.Error(t, err, "mosquitto_pub from %s:\n%s", tt.from, out)
+				assert.Contains(t, strings.ToLower(string(out)), "not authori", "mosquitto_pub from %s", tt.from)
+			} else {
+				require.NoError(t, err, "mosquitto_pub:\n%s", out)
+				require.Contains(t, string(out), "received PUBACK", "mosquitto_pub")
 			}
 			want := map[string]string{
 				"msg": "mqtt connection", "client_id": tt.id, "clientip.client": tt.from, "clientip.source": "proxy-protocol",
@@ -65,9 +65,10 @@ func TestHAProxyMosquitto(t *testing.T) {
 			e.logs.wait(t, 5*time.Second, want)
 		})
 	}
-	if s := e.summary(t); s.Unique != 2 || s.Count["mosq-311/1"] != 1 || s.Count["mosq-5/1"] != 1 {
-		t.Errorf("sink %+v", s)
-	}
+	s := e.summary(t)
+	assert.Equal(t, 2, s.Unique, "sink %+v", s)
+	assert.Equal(t, 1, s.Count["mosq-311/1"], "sink %+v", s)
+	assert.Equal(t, 1, s.Count["mosq-5/1"], "sink %+v", s)
 }
 
 // startHAProxy runs HAProxy in front of backend, connecting to it from

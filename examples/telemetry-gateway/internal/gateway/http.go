@@ -7,20 +7,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/sourceip/sourceip/clientip"
-	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/limiter"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/reading"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/sourceip/sourceip/middleware"
+	"github.com/sourceip/sourceip/ratelimit"
 	"github.com/sourceip/sourceip/trafficpolicy"
 )
 
@@ -224,13 +222,13 @@ func (g *Gateway) ingest(w http.ResponseWriter, r *http.Request) {
 	}
 	l.device, l.id = rd.Device, rd.Key()
 	res := l.res
-	key := limiter.Key{Prefix: clientip.RateLimitKey(res.Client)}
+	key := ratelimit.Key{Prefix: clientip.RateLimitKey(res.Client)}
 	if res.Masqueraded {
 		key.Identity = rd.Device // not the node as a whole: see README
 	}
-	if wait, ok := g.buckets.ReserveAt(key, time.Now(), 0); !ok {
+	if d := g.limiter.Reserve(key, 0); !d.Allowed {
 		g.met.message(ctx, "http", "rate_limited")
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		ratelimit.SetHeaders(w.Header(), "ingest", g.limiter.Limit(), d) // RateLimit fields and Retry-After
 		g.httpError(w, r, http.StatusTooManyRequests, "rate limit exceeded")
 		return
 	}

@@ -16,11 +16,11 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
-	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/limiter"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/reading"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/sourceip/sourceip/middleware"
 	"github.com/sourceip/sourceip/proxyproto"
+	"github.com/sourceip/sourceip/ratelimit"
 )
 
 // Connection is what the gateway knew about one MQTT connection when it
@@ -141,7 +141,7 @@ type hook struct {
 type session struct {
 	conn     Connection
 	prov     sink.Provenance
-	key      limiter.Key
+	key      ratelimit.Key
 	start    time.Time
 	acks     *ackQueue
 	accepted atomic.Uint64
@@ -237,7 +237,7 @@ func connectionOf(cl *mqtt.Client) Connection {
 func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	c := connectionOf(cl)
 	s := &session{conn: c, prov: c.provenance(), start: time.Now(), acks: newAckQueue(cl, int(h.g.cfg.ReceiveMaximum))}
-	s.key = limiter.Key{Prefix: clientip.RateLimitKey(c.Result.Client)}
+	s.key = ratelimit.Key{Prefix: clientip.RateLimitKey(c.Result.Client)}
 	if c.Result.Masqueraded {
 		// The node's address stands for every client it forwards: limit
 		// per device identity under it, never the node as a whole.
@@ -337,17 +337,15 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 // or the outcome, reason code and error of its refusal.
 func (h *hook) record(cl *mqtt.Client, pk packets.Packet, s *session) (*sink.Record, string, packets.Code, error) {
 	g := h.g
-	if g.buckets != nil {
-		wait, ok := g.buckets.ReserveAt(s.key, time.Now(), g.cfg.RateMaxWait)
-		if !ok {
-			return nil, "rate_limited", packets.ErrQuotaExceeded, errors.New("rate limit exceeded")
-		}
-		if wait > 0 {
-			// Slow the device down: mochi reads nothing more from this
-			// connection meanwhile, so TCP pushes back.
-			g.met.throttled.Add(context.Background(), 1)
-			time.Sleep(wait)
-		}
+	d := g.limiter.Reserve(s.key, g.cfg.RateMaxWait)
+	if !d.Allowed {
+		return nil, "rate_limited", packets.ErrQuotaExceeded, errors.New("rate limit exceeded")
+	}
+	if d.Delay > 0 {
+		// Slow the device down: mochi reads nothing more from this
+		// connection meanwhile, so TCP pushes back.
+		g.met.throttled.Add(context.Background(), 1)
+		time.Sleep(d.Delay)
 	}
 	r, err := reading.Parse(pk.Payload, g.cfg.MaxPayload)
 	if err != nil {

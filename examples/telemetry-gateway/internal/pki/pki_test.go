@@ -5,43 +5,35 @@ import (
 	"crypto/x509"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestSelfSignedVerifiesAsItsOwnRoot(t *testing.T) {
 	c, err := SelfSigned("127.0.0.1", "gateway.test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pool := x509.NewCertPool()
 	pool.AddCert(c.Leaf)
 	for _, name := range []string{"127.0.0.1", "gateway.test"} {
-		if _, err := c.Leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: name}); err != nil {
-			t.Errorf("verify as %s: %v", name, err)
-		}
+		_, err := c.Leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: name})
+		assert.NoError(t, err, "verify as %s", name)
 	}
 }
 
 func TestCAIssuesServerAndClient(t *testing.T) {
 	ca, err := NewCA("test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	srv, err := ca.Server("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cli, err := ca.Client("device-7")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
 		Certificates: []tls.Certificate{srv},
 		ClientCAs:    ca.Pool(),
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ln.Close()
 	got := make(chan string, 1)
 	go func() {
@@ -59,40 +51,25 @@ func TestCAIssuesServerAndClient(t *testing.T) {
 		got <- tc.ConnectionState().PeerCertificates[0].Subject.String()
 	}()
 	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{cli}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.Close()
-	if s := <-got; s != "CN=device-7" {
-		t.Errorf("server saw subject %q, want CN=device-7", s)
-	}
+	assert.Equal(t, "CN=device-7", <-got, "the subject the server saw")
 }
 
 func TestWriteAndLoad(t *testing.T) {
 	ca, err := NewCA("test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	srv, err := ca.Server("localhost")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dir := t.TempDir()
 	cf, kf := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
-	if err := WriteFiles(srv, cf, kf); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tls.LoadX509KeyPair(cf, kf); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, WriteFiles(srv, cf, kf))
+	_, err = tls.LoadX509KeyPair(cf, kf)
+	require.NoError(t, err)
 	caFile := filepath.Join(dir, "ca.pem")
-	if err := WriteFiles(tls.Certificate{Certificate: [][]byte{ca.Cert.Raw}, PrivateKey: ca.Key}, caFile, filepath.Join(dir, "ca.key")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := LoadPool(caFile); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := LoadPool(kf); err == nil {
-		t.Error("LoadPool accepted a key file")
-	}
+	require.NoError(t, WriteFiles(tls.Certificate{Certificate: [][]byte{ca.Cert.Raw}, PrivateKey: ca.Key}, caFile, filepath.Join(dir, "ca.key")))
+	_, err = LoadPool(caFile)
+	require.NoError(t, err)
+	_, err = LoadPool(kf)
+	assert.Error(t, err, "LoadPool accepted a key file")
 }

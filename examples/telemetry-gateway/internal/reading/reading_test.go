@@ -1,9 +1,12 @@
 package reading
 
 import (
-	"errors"
+	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParse(t *testing.T) {
@@ -41,26 +44,20 @@ func TestParse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := Parse([]byte(tt.in), 0)
 			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("Parse(%q) error = %v, want %v", tt.in, err, tt.wantErr)
-				}
+				require.ErrorIs(t, err, tt.wantErr, "Parse(%q)", tt.in)
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Device != tt.device || r.Seq != tt.seq || string(r.Compact) != tt.compact {
-				t.Errorf("Parse = %q %d %s", r.Device, r.Seq, r.Compact)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.device, r.Device)
+			assert.Equal(t, tt.seq, r.Seq)
+			assert.Equal(t, tt.compact, string(r.Compact))
 		})
 	}
 }
 
 func TestParseSyntaxErrorSaysWhere(t *testing.T) {
 	_, err := Parse([]byte(`{"device":"d7","seq":1,}`), 0)
-	if err == nil || !strings.Contains(err.Error(), "at byte 24") {
-		t.Errorf("error %v does not name the offset", err)
-	}
+	assert.ErrorContains(t, err, "at byte 24", "the error names the offset")
 }
 
 func FuzzParse(f *testing.F) {
@@ -71,13 +68,8 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, c := range r.Compact {
-			if c == '\n' || c == '\r' {
-				t.Fatalf("compact form %q holds a line break", r.Compact)
-			}
-		}
-		if _, err := Parse(r.Compact, 0); err != nil {
-			t.Fatalf("compact form %q does not parse: %v", r.Compact, err)
-		}
+		require.False(t, bytes.ContainsAny(r.Compact, "\r\n"), "compact form %q holds a line break", r.Compact)
+		_, err = Parse(r.Compact, 0)
+		require.NoError(t, err, "compact form %q does not parse", r.Compact)
 	})
 }

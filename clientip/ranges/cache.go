@@ -1,0 +1,169 @@
+package ranges
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/sourceip/sourceip/clientip"
+)
+
+// The refresher's last-good copy on disk: JSON that records which source it
+// belongs to, when the provider last confirmed it, and per document the
+// validators for conditional requests and the prefixes.
+const (
+	cacheVersion  = 1
+	maxCacheBytes = 16 << 20
+)
+
+type cacheFile struct {
+	Version   int        `json:"version"`
+	Source    string     `json:"source"`
+	Confirmed time.Time  `json:"confirmed"`
+	Documents []cacheDoc `json:"documents"`
+}
+
+type cacheDoc struct {
+	Location     string   `json:"location"`
+	ETag         string   `json:"etag,omitempty"`
+	LastModified string   `json:"lastModified,omitempty"`
+	Prefixes     []string `json:"prefixes"`
+}
+
+// docState is what a refresher knows about one of its source's documents.
+type docState struct {
+	etag, lastModified string
+	set                clientip.PrefixSet // the document's last accepted prefixes
+}
+
+// readCache loads the disk copy of src's documents. A missing file is an
+// error wrapping [fs.ErrNotExist]; anything else that keeps the copy from
+// being used wraps [ErrCache]. The copy is held to the same rules as a fetched
+// set ([CheckSet]), because whoever can write the file chooses whom we trust.
+func readCache(path string, src *Source, allowPrivate bool) ([]docState, clientip.PrefixSet, time.Time, error) {
+	var zero clientip.PrefixSet
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, zero, time.Time{}, err
+		}
+		return nil, zero, time.Time{}, fmt.Errorf("%w: %v", ErrCache, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxCacheBytes+1))
+	if err != nil {
+		return nil, zero, time.Time{}, fmt.Errorf("%w: %v", ErrCache, err)
+	}
+	if len(b) > maxCacheBytes {
+		return nil, zero, time.Time{}, fmt.Errorf("%w: %s is larger than %d bytes", ErrCache, path, maxCacheBytes)
+	}
+	var c cacheFile
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, zero, time.Time{}, fmt.Errorf("%w: %s: %v", ErrCache, path, err)
+	}
+	bad := func(format string, a ...any) ([]docState, clientip.PrefixSet, time.Time, error) {
+		return nil, zero, time.Time{}, fmt.Errorf("%w: %s: "+format, append([]any{ErrCache, path}, a...)...)
+	}
+	switch {
+	case c.Version != cacheVersion:
+		return bad("version %d, want %d", c.Version, cacheVersion)
+	case c.Source != src.String():
+		return bad("written for %q, not %q", truncate(c.Source), src.String())
+	case c.Confirmed.IsZero():
+		return bad("no confirmation time")
+	case len(c.Documents) != len(src.locations):
+		return bad("%d documents, the source has %d", len(c.Documents), len(src.locations))
+	}
+	docs := make([]docState, len(c.Documents))
+	var all clientip.PrefixSet
+	for i, d := range c.Documents {
+		if d.Location != src.locations[i] {
+			return bad("document %d is %q, want %q", i, truncate(d.Location), src.locations[i])
+		}
+		var ps []netip.Prefix
+		for j, s := range d.Prefixes {
+			p, reason := parsePrefix(s, anyFamily, false)
+			if reason != "" {
+				return nil, zero, time.Time{}, fmt.Errorf("%w: %s: %w", ErrCache, path,
+					invalidEntry("documents["+strconv.Itoa(i)+"].prefixes["+strconv.Itoa(j)+"]", s, reason))
+			}
+			ps = append(ps, p)
+		}
+		set, err := finish(ps, "document "+d.Location)
+		if err != nil {
+			return nil, zero, time.Time{}, fmt.Errorf("%w: %s: %w", ErrCache, path, err)
+		}
+		docs[i] = docState{etag: d.ETag, lastModified: d.LastModified, set: set}
+		all = all.Union(set)
+	}
+	if err := CheckSet(all, allowPrivate); err != nil {
+		return nil, zero, time.Time{}, fmt.Errorf("%w: %s: %w", ErrCache, path, err)
+	}
+	return docs, all, c.Confirmed, nil
+}
+
+// writeCache replaces the disk copy atomically.
+func writeCache(path string, src *Source, docs []docState, confirmed time.Time) error {
+	c := cacheFile{Version: cacheVersion, Source: src.String(), Confirmed: confirmed.UTC()}
+	for i, d := range docs {
+		cd := cacheDoc{Location: src.locations[i], ETag: d.etag, LastModified: d.lastModified}
+		for _, p := range d.set.Prefixes() {
+			cd.Prefixes = append(cd.Prefixes, p.String())
+		}
+		c.Documents = append(c.Documents, cd)
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCache, err)
+	}
+	if err := writeFileAtomic(path, append(b, '\n')); err != nil {
+		return fmt.Errorf("%w: %v", ErrCache, err)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces path with data so that a crash at any point
+// leaves either the old file or the new one, never a torn one: it writes a
+// temporary file in the same directory, syncs it, renames it over path and
+// syncs the directory so the rename itself is durable.
+func writeFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

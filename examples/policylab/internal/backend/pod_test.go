@@ -1,0 +1,28 @@
+package backend
+
+import (
+	"testing"
+
+	"github.com/sourceip/sourceip/examples/policylab/internal/topo"
+	"github.com/sourceip/sourceip/trafficpolicy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func lbCase(p trafficpolicy.ExternalTrafficPolicy, k trafficpolicy.LBKind) trafficpolicy.Case {
+	return trafficpolicy.Case{Type: trafficpolicy.TypeLoadBalancer, External: p, Path: trafficpolicy.PathLoadBalancer, LB: k, LocalEndpoint: true}
+}
+
+func TestSetupFor(t *testing.T) {
+	n := topo.Network()
+	s, err := SetupFor(trafficpolicy.Expect(lbCase(trafficpolicy.ExternalCluster, trafficpolicy.LBProxyProtocol)), n)
+	require.NoError(t, err)
+	assert.True(t, s.ProxyTrusted.Contains(topo.NodeAddr(2).V4), "Cluster + PROXY: trusted %v, want the nodes", s.ProxyTrusted)
+	assert.True(t, s.Resolver.TrustedProxies.Contains(topo.PodGateway(1).V6), "Cluster + PROXY: resolver %+v, want the nodes", s.Resolver)
+	assert.False(t, s.ProxyTrusted.Contains(topo.LBInternal.V4), "Cluster + PROXY: trusted %v, want the nodes", s.ProxyTrusted)
+	s, err = SetupFor(trafficpolicy.Expect(lbCase(trafficpolicy.ExternalLocal, trafficpolicy.LBFullProxy)), n)
+	require.NoError(t, err)
+	assert.Zero(t, s.ProxyTrusted.Len(), "Local + full proxy: nothing trusted")
+	assert.Zero(t, s.Resolver.TrustedProxies.Len(), "Local + full proxy: nothing trusted")
+	assert.True(t, s.Resolver.Masquerade.Contains(topo.LBInternal.V4), "Local + full proxy: the load balancer flagged: %+v", s)
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sourceip/sourceip/examples/policylab/internal/kubeproxy"
+	"github.com/sourceip/sourceip/examples/policylab/internal/lab"
+	"github.com/sourceip/sourceip/examples/policylab/internal/netns"
+	"github.com/sourceip/sourceip/examples/policylab/internal/report"
+	"github.com/sourceip/sourceip/internal/e2e"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain makes the test binary a kube-proxy agent when the lab starts it
+// as one in a node's namespace, so the lab test needs no second build of
+// kube-proxy.
+func TestMain(m *testing.M) {
+	if os.Getenv(kubeproxy.AgentEnv) != "" {
+		if err := kubeproxy.RunAgent(context.Background(), os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "agent:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestLab builds the lab in network namespaces once per kube-proxy mode,
+// runs every scenario and requires every verdict to pass: the kernel, with
+// the real kube-proxy, and trafficpolicy's model must agree, and
+// trafficpolicy's health servers must answer as kube-proxy's do. It runs as
+// root with ip, iptables, nft and haproxy installed, skips with a reason
+// otherwise, and fails instead of skipping under SOURCEIP_E2E=require. IPv6
+// rows run when ip6tables NAT works; the report says why when they do not.
+func TestLab(t *testing.T) {
+	opt := lab.DefaultOptions()
+	if err := lab.Prerequisites(opt.Modes); err != nil {
+		e2e.Unavailable(t, err.Error())
+	}
+	opt.Dir = t.TempDir()
+	if testing.Verbose() {
+		opt.Logf = t.Logf
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	prefix := netns.Prefix(os.Getpid(), "")
+	t.Cleanup(func() {
+		// Run removes everything; this only guards against a panic in it.
+		left, _ := netns.Owned(context.Background())
+		var mine []string
+		for name := range left {
+			if strings.HasPrefix(name, strings.TrimSuffix(prefix, "-")) {
+				mine = append(mine, name)
+			}
+		}
+		if !assert.Empty(t, mine, "namespaces left behind") {
+			netns.Delete(context.Background(), mine)
+		}
+	})
+
+	rep, err := lab.Run(ctx, opt)
+	out := filepath.Join(t.TempDir(), "report.md")
+	charts, werr := report.WriteFiles(rep, out)
+	require.NoError(t, werr)
+	md, rerr := os.ReadFile(out)
+	require.NoError(t, rerr)
+	require.NoError(t, err, "%s", md)
+	if !assert.True(t, rep.Passed(), "the lab did not pass") {
+		for _, f := range rep.Failures() {
+			assert.Fail(t, f)
+		}
+		t.Logf("report:\n%s", md)
+		return
+	}
+	if rep.IPv6 != "" {
+		t.Logf("IPv6 left out: %s", rep.IPv6)
+	}
+	// The charts are well-formed SVG, and the report links each of them.
+	assert.NotEmpty(t, charts)
+	for _, name := range charts {
+		data, err := os.ReadFile(filepath.Join(filepath.Dir(out), name))
+		require.NoError(t, err)
+		dec := xml.NewDecoder(strings.NewReader(string(data)))
+		for {
+			if _, err := dec.Token(); err != nil {
+				assert.ErrorIs(t, err, io.EOF, "%s is not well-formed", name)
+				break
+			}
+		}
+		assert.Contains(t, string(md), "("+name+")", "the report does not link %s", name)
+	}
+	if testing.Verbose() {
+		t.Logf("report:\n%s", md)
+	}
+	for _, m := range rep.Modes {
+		t.Logf("%s: %d rows, skew, %d windows, %d drains and %d health comparisons passed in %.1f s", m.Name, len(m.Rows), len(m.Windows), len(m.Drains), len(m.Compare), m.Duration.Seconds())
+	}
+}
