@@ -38,6 +38,7 @@ type ackQueue struct {
 	q        []*pendingAck
 	flushing bool
 	dead     bool // the connection is being dropped: write nothing more
+	closing  bool // the gateway is shutting down: nobody waits for room
 }
 
 // pendingAck is one QoS 1 PUBLISH waiting for its answer.
@@ -54,12 +55,8 @@ func newAckQueue(cl *mqtt.Client, max int) *ackQueue {
 	return a
 }
 
-// errReceiveMaximum reports a MQTT 5 client that has more QoS 1 readings
-// waiting than the receive maximum the server announced.
-var errReceiveMaximum = packets.ErrReceiveMaximum
-
 // add appends an entry for PUBLISH id, waiting for room first (MQTT 3.1.1),
-// and returns it; it returns nil, false when id is already waiting (a
+// and returns it; it returns nil, nil when id is already waiting (a
 // retransmission on the same connection: it gets the one PUBACK the first
 // gets, never a second one that the client could take for a later PUBLISH
 // reusing the id), and an error when a MQTT 5 client exceeds the receive
@@ -74,9 +71,9 @@ func (a *ackQueue) add(id uint16, v5 bool) (*pendingAck, error) {
 	}
 	if len(a.q) >= a.max {
 		if v5 {
-			return nil, errReceiveMaximum
+			return nil, packets.ErrReceiveMaximum
 		}
-		for len(a.q) >= a.max && !a.dead {
+		for len(a.q) >= a.max && !a.dead && !a.closing {
 			a.cond.Wait()
 		}
 	}
@@ -107,6 +104,16 @@ func (a *ackQueue) answer(p *pendingAck, send bool, code packets.Code) {
 func (a *ackQueue) drop() {
 	a.mu.Lock()
 	a.dead = true
+	a.cond.Broadcast()
+	a.mu.Unlock()
+}
+
+// release lets a read loop waiting for room go on, so that it notices its
+// connection closing: at shutdown the store may answer only after mochi has
+// stopped every client, and mochi waits for every read loop.
+func (a *ackQueue) release() {
+	a.mu.Lock()
+	a.closing = true
 	a.cond.Broadcast()
 	a.mu.Unlock()
 }
@@ -194,7 +201,7 @@ func (a *ackQueue) writeRaw(b []byte) error {
 // must not overtake the acknowledgements before it.
 func (a *ackQueue) waitIdle() {
 	a.mu.Lock()
-	for (len(a.q) > 0 || a.flushing) && !a.dead {
+	for (len(a.q) > 0 || a.flushing) && !a.dead && !a.closing {
 		a.cond.Wait()
 	}
 	a.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,12 +19,14 @@ import (
 // reverseStore answers records in groups of n, newest first: the opposite of
 // the order a device sent them in. It stores nothing.
 type reverseStore struct {
-	n  int
-	mu sync.Mutex
-	q  []func(sink.Result, error)
+	n         int
+	mu        sync.Mutex
+	q         []func(sink.Result, error)
+	submitted atomic.Int64
 }
 
 func (r *reverseStore) Submit(_ context.Context, _ *sink.Record, done func(sink.Result, error)) error {
+	r.submitted.Add(1)
 	if done == nil {
 		return nil
 	}
@@ -95,4 +98,52 @@ func TestAcksInPublishOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReceiveMaximum: mochi counts only the acknowledgements it writes
+// itself, so the gateway enforces the receive maximum it announces: a MQTT 5
+// client with more QoS 1 readings waiting is disconnected with 0x93
+// (MQTT 5 §3.3.4), as mochi would.
+func TestReceiveMaximum(t *testing.T) {
+	e := start(t, func(c *Config) { c.Store, c.ReceiveMaximum = &reverseStore{n: 1000}, 4 })
+	tc, err := device.Dial(t.Context(), e.device("rm5", 5, 2, "127.0.0.42:4000"))
+	require.NoError(t, err)
+	c, err := mqttload.Handshake(tc, "rm5", 5, 30)
+	require.NoError(t, err)
+	defer c.Close()
+	var buf []byte
+	for i := range 5 {
+		buf = c.AppendPublish(buf, "telemetry/rm5", uint16(i+1), 1, device.Reading("rm5", uint64(i), 20))
+	}
+	require.NoError(t, c.Write(buf))
+	require.NoError(t, tc.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, code, err := c.ReadAck()
+	require.ErrorIs(t, err, mqttload.ErrProtocol, "no PUBACK before the DISCONNECT: nothing was answered")
+	assert.EqualValues(t, 0x93, code, "receive maximum exceeded")
+}
+
+// TestShutdownWithAFullQueue: a MQTT 3.1.1 client whose readings fill the
+// receive maximum waits in the read loop for room; at shutdown that wait ends
+// (the store may answer only after mochi has stopped every client, and mochi
+// waits for every read loop), and the gateway stops in time.
+func TestShutdownWithAFullQueue(t *testing.T) {
+	store := &reverseStore{n: 1000}
+	e := start(t, func(c *Config) { c.Store, c.ReceiveMaximum = store, 4 })
+	tc, err := device.Dial(t.Context(), e.device("full3", 4, 2, "127.0.0.43:4000"))
+	require.NoError(t, err)
+	c, err := mqttload.Handshake(tc, "full3", 4, 30)
+	require.NoError(t, err)
+	defer c.Close()
+	var buf []byte
+	for i := range 6 {
+		buf = c.AppendPublish(buf, "telemetry/full3", uint16(i+1), 1, device.Reading("full3", uint64(i), 20))
+	}
+	require.NoError(t, c.Write(buf))
+	require.Eventually(t, func() bool { return store.submitted.Load() == 4 }, 5*time.Second, time.Millisecond,
+		"four readings waiting, the fifth waits for room")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	require.NoError(t, e.g.Shutdown(ctx, 0))
+	t.Logf("stopped in %v", time.Since(start))
 }

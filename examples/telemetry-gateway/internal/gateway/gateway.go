@@ -360,6 +360,9 @@ func (g *Gateway) Shutdown(ctx context.Context, drainDelay time.Duration) error 
 func (g *Gateway) stopAll(ctx context.Context) error {
 	var errs []error
 	done := make(chan struct{})
+	if g.hook != nil {
+		g.hook.sessions.Range(func(_, v any) bool { v.(*session).acks.release(); return true })
+	}
 	go func() { g.stopMQTT(); close(done) }()
 	if g.httpSrv != nil {
 		errs = append(errs, g.httpSrv.Shutdown(ctx))
