@@ -6,11 +6,14 @@
 //     other end of a connection or request from the socket peer, a PROXY
 //     protocol source and forwarding headers (X-Forwarded-For, RFC 7239
 //     Forwarded, or one single-address header) under one configured trust
-//     set, and says where the answer came from. Start here.
+//     set, and says where the answer came from. Its Trust is the one source
+//     of that set every other layer reads, and its Store changes it while
+//     serving. Start here.
 //   - [github.com/sourceip/sourceip/clientip/ranges] reads and keeps current
 //     the published origin-facing ranges of CDNs and clouds (Cloudflare,
 //     CloudFront, Google Cloud load balancers, Azure Front Door, Fastly) as
-//     trusted-proxy sets, with dated snapshots as the floor.
+//     trusted-proxy sets, with dated snapshots as the floor, and feeds them
+//     into a running clientip.Store.
 //   - [github.com/sourceip/sourceip/proxyproto] accepts PROXY protocol v1 and v2
 //     only from trusted load balancers, with a header deadline, TLV access and
 //     validation, and hands each connection's layers to clientip.
@@ -39,4 +42,17 @@
 // lands on a masquerading node address is flagged so it is never used as a
 // client identity. PROXY headers are refused from untrusted peers and required
 // from trusted ones, with bounded header reads.
+//
+// # One chain, one trust set
+//
+// Every layer of a chain reads one clientip.Trust: the PROXY listener
+// (proxyproto.Config.Trust), the HTTP middleware (middleware.Config.Trust),
+// the connection listener (middleware.NewListener) and the code that calls
+// the resolver. A PROXY header is therefore believed exactly from the
+// proxies the walk steps over, never from a second list that drifted apart
+// from the first. A clientip.Store makes that trust live: a swap is
+// validated before it is installed and logged as a diff, each connection
+// and request is judged and resolved under the one configuration it
+// started with, and provider ranges kept current by clientip/ranges join
+// the ranges configured by hand.
 package sourceip

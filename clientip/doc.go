@@ -20,6 +20,27 @@
 // PROXY layers showed. A failure's kind is a [Reason], the one list of them
 // that other packages read with [ReasonOf].
 //
+// The trusted set is configured once per chain. A [Trust] is the value every
+// layer reads: the resolver here, the proxyproto listener (which believes a
+// PROXY header exactly from a peer [Resolver.TrustsPeer] trusts), the HTTP
+// middleware and the connection listener. A *Resolver is a static Trust; a
+// [Store] is one whose configuration is replaced while the service runs.
+//
+// # Changing trust while serving
+//
+// [Store.Resolver] is one atomic load, without a lock or an allocation;
+// every layer loads it once per connection or request and finishes on it, so
+// a change applies from the next connection or request and never splits one
+// walk between two configurations (the proxyproto listener hands the
+// resolver it judged a connection with to whoever resolves it).
+// [Store.Swap] and [Store.Update] replace the configuration; a configuration
+// [New] refuses is returned as an error and the one in force stays. Named
+// range sets ([Store.SetRanges]) join Config.TrustedProxies: a refresher of
+// a CDN's published ranges (package clientip/ranges, OnUpdate:
+// store.SetRangesFunc("cloudflare")) and an ingress configured by hand live
+// side by side. Every change is logged as one line with its diff ([Change]):
+// prefixes added and removed, the header, hop counts, limits.
+//
 // # Threat model
 //
 // Anyone can send any header, and anyone who can reach a PROXY-protocol port
@@ -57,14 +78,16 @@
 //   - Clients connect directly: the zero Config. Every answer is the socket peer.
 //   - Behind a load balancer that sends PROXY protocol: TrustedProxies = the
 //     load balancer's addresses, no Header; wrap the listener with the
-//     proxyproto package so the PROXY source reaches [Transport].Proxy.
+//     proxyproto package, given the same Trust, so the PROXY source reaches
+//     [Transport].Proxy.
 //   - Behind reverse proxies that append X-Forwarded-For (nginx
 //     proxy_add_x_forwarded_for, most ingress controllers): TrustedProxies =
 //     the proxies' addresses, Header = "X-Forwarded-For".
 //   - Behind proxies that write RFC 7239: Header = "Forwarded".
 //   - Behind a CDN that sets one header with the client (Cloudflare's
 //     CF-Connecting-IP, Fly-Client-IP, …): TrustedProxies = the CDN's published
-//     ranges, Header = that name.
+//     ranges, Header = that name; keep the ranges current with a refresher
+//     of package clientip/ranges feeding a [Store].
 //   - Behind proxies whose addresses change: TrustedHops = the number of proxies,
 //     ideally with TrustedProxies naming at least the one the backend sees.
 //   - Under externalTrafficPolicy: Cluster: Masquerade = the node addresses.

@@ -213,6 +213,39 @@ func as4(a netip.Addr) uint32 {
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
+// Covers reports whether every address of p is in the set, as
+// [PrefixSet.Contains] decides membership: p may be covered by one of the
+// set's prefixes or only by several together (10.0.0.0/9 and 10.128.0.0/9
+// cover 10.0.0.0/8). p is taken in canonical form (host bits masked, an
+// IPv4-mapped prefix of length 96 or more as its IPv4 prefix); an invalid
+// prefix is covered by no set. Contains looks up IPv4-mapped IPv6 addresses
+// among the IPv4 prefixes, so an IPv6 prefix that includes ::ffff:0:0/96 is
+// covered only when the set also holds 0.0.0.0/0. It does not allocate; its
+// cost grows with the set's prefixes inside p, so it is for configuration
+// checks, not per connection.
+func (s PrefixSet) Covers(p netip.Prefix) bool {
+	if !p.IsValid() {
+		return false
+	}
+	p = p.Masked()
+	a := p.Addr().WithZone("")
+	if a.Is4In6() && p.Bits() >= 96 {
+		a, p = a.Unmap(), netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	if a.Is4() {
+		b := a.As4()
+		return s.v4 != nil && s.v4.covers(b[:], p.Bits())
+	}
+	b := a.As16()
+	if p.Bits() <= 96 && p.Contains(netip.AddrFrom16([16]byte{10: 0xff, 11: 0xff})) {
+		// Contains unmaps these addresses and looks in the IPv4 trie.
+		if s.v4 == nil || !s.v4.covers(nil, 0) {
+			return false
+		}
+	}
+	return s.v6 != nil && s.v6.covers(b[:], p.Bits())
+}
+
 // Len reports the number of distinct prefixes in the set.
 func (s PrefixSet) Len() int { return len(s.list) }
 

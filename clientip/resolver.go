@@ -285,6 +285,7 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (Reason, strin
 		}
 		var trusted bool
 		switch {
+		case t.PeerUntrusted:
 		case r.hops > 0 && r.trusted.Len() == 0:
 			trusted = true
 		case pa.Is4():
@@ -296,7 +297,7 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (Reason, strin
 			return r.found(res, pa, SourceSocket, 0, netip.Addr{}), ""
 		}
 		cur = pa
-	} else if !r.trustUnix {
+	} else if !r.trustUnix || t.PeerUntrusted {
 		return ReasonNoAddress, ""
 	}
 	pos := 0

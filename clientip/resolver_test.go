@@ -656,3 +656,29 @@ func TestSourceText(t *testing.T) {
 	assert.Error(t, err)
 	assert.Equal(t, "Source(99)", Source(99).String())
 }
+
+// TestPeerUntrusted pins Transport.PeerUntrusted: the layer that accepted the
+// connection judged the peer not to be a trusted proxy, so the walk takes it
+// for the client whatever the resolver in force says (a trust change while
+// the connection is open must not make its client's header a proxy's
+// report), and a Unix-domain peer so judged has no address to give.
+func TestPeerUntrusted(t *testing.T) {
+	r := MustNew(Config{TrustedProxies: MustParsePrefixSet("10.0.0.0/8"), TrustUnixSocket: true, Header: "X-Forwarded-For"})
+	h := http.Header{"X-Forwarded-For": {"6.6.6.6"}}
+
+	res, err := r.Resolve(Transport{Peer: netip.MustParseAddrPort("10.0.0.1:4431"), PeerUntrusted: true}, h)
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddr("10.0.0.1"), res.Client)
+	assert.Equal(t, SourceSocket, res.Source)
+
+	res, err = r.Resolve(Transport{Peer: netip.MustParseAddrPort("10.0.0.1:4431"), Proxy: netip.MustParseAddrPort("203.0.113.7:1"), PeerUntrusted: true}, h)
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddr("10.0.0.1"), res.Client, "a PROXY source from an untrusted peer was believed")
+
+	_, err = r.Resolve(Transport{PeerUntrusted: true}, h)
+	assert.ErrorIs(t, err, ErrNoAddress)
+
+	res, err = r.Resolve(Transport{Peer: netip.MustParseAddrPort("10.0.0.1:4431")}, h)
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddr("6.6.6.6"), res.Client, "without the flag the trusted peer is stepped over")
+}

@@ -17,4 +17,14 @@ type Transport struct {
 	// The proxyproto package fills it; code that parses PROXY headers itself
 	// must only set it for headers from upstreams it trusts.
 	Proxy netip.AddrPort
+
+	// PeerUntrusted reports that the layer that accepted the connection
+	// judged Peer not to be a trusted proxy: the trust in force when the
+	// connection arrived did not trust it, or it sent a PROXY header that was
+	// discarded, so the bytes after the header are someone else's. The walk
+	// then takes Peer for the client whatever the resolver in force now
+	// says, so that a trust change made while a connection is open never
+	// turns what its client wrote into a trusted proxy's report. The proxyproto
+	// package sets it; false makes no claim.
+	PeerUntrusted bool
 }

@@ -133,3 +133,54 @@ func (n *trieNode) contains16(a [16]byte) bool {
 	}
 	return false
 }
+
+// covers reports whether every address of the prefix given by the address
+// bytes addr and its length in bits lies in the trie, whether one prefix
+// covers it or several together.
+func (n *trieNode) covers(addr []byte, length int) bool {
+	for d := 0; ; d++ {
+		rem := length - 8*d
+		if rem <= 8 {
+			mask := byte(0xff << (8 - rem))
+			if rem == 0 {
+				mask = 0
+			}
+			var lo byte
+			if d < len(addr) {
+				lo = addr[d] & mask
+			}
+			for v := int(lo); v <= int(lo|^mask); v++ {
+				if !n.coversByte(byte(v)) {
+					return false
+				}
+			}
+			return true
+		}
+		b := addr[d]
+		if n.full.test(b) {
+			return true
+		}
+		if !n.kids.test(b) {
+			return false
+		}
+		n = n.child[n.kids.rank(b)]
+	}
+}
+
+// coversByte reports whether the whole subtree under byte value b lies in
+// the trie: b is full, or its child covers every byte value.
+func (n *trieNode) coversByte(b byte) bool {
+	if n.full.test(b) {
+		return true
+	}
+	if !n.kids.test(b) {
+		return false
+	}
+	c := n.child[n.kids.rank(b)]
+	for v := 0; v < 256; v++ {
+		if !c.coversByte(byte(v)) {
+			return false
+		}
+	}
+	return true
+}

@@ -8,18 +8,29 @@
 //
 // [New] returns a middleware with the func(http.Handler) http.Handler shape
 // that chi, gorilla/mux and plain net/http chains use. It resolves the request
-// with the configured [clientip.Resolver], stores the [clientip.Result] in the
+// under the configured [clientip.Trust], stores the [clientip.Result] in the
 // request context (read it with [clientip.FromContext]) and passes a shallow
 // copy of the request on; it never changes the caller's request, and leaves
 // r.RemoteAddr alone unless [Config].SetRemoteAddr asks otherwise for legacy
 // code. A request whose chain cannot be resolved is answered with 400 Bad
 // Request and a short plain-text reason, or by [Config].OnError; it is never
 // served with a guess. Frameworks with their own handler types (gin, echo)
-// call [clientip.Resolver.ResolveRequest] on their *http.Request instead.
+// call trust.Resolver().ResolveRequest on their *http.Request instead.
 //
 // Behind a PROXY-protocol load balancer, serve from a proxyproto.Listener and
 // set http.Server.ConnContext to proxyproto.ConnContext, so the connection's
 // PROXY source reaches the resolver.
+//
+// # One chain, one trust set
+//
+// Every layer of a chain reads one [clientip.Trust]: give the same value to
+// proxyproto.Config.Trust, [Config].Trust and [NewListener]. A
+// *clientip.Resolver is a static Trust; a *clientip.Store changes while the
+// server runs (new load balancers, a CDN's refreshed ranges). Each request
+// loads the resolver once and is resolved under it from start to end; each
+// connection through [NewListener] is resolved with the resolver the PROXY
+// listener judged it with, so a change never splits one connection's walk
+// between two configurations, and the next connection or request sees it.
 //
 // # Source ranges
 //

@@ -27,7 +27,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	resolve, err := middleware.New(middleware.Config{Resolver: resolver})
+	resolve, err := middleware.New(middleware.Config{Trust: resolver})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -56,21 +56,20 @@ func Example() {
 	// 400 cannot determine the client address: malformed address in X-Forwarded-For
 }
 
-// Behind a PROXY-protocol load balancer: the listener reads the header from
-// trusted balancers, and ConnContext hands it to the middleware.
+// Behind a PROXY-protocol load balancer: one trust configuration for the
+// chain, handed to both layers; the listener reads the header from trusted
+// balancers, and ConnContext hands it to the middleware.
 func ExampleNew_proxyProtocol() {
-	lbs := clientip.MustParsePrefixSet("10.0.0.0/24")
+	trust := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/24")})
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	ln, err := proxyproto.NewListener(inner, proxyproto.Config{TrustedUpstreams: lbs})
+	ln, err := proxyproto.NewListener(inner, proxyproto.Config{Trust: trust})
 	if err != nil {
 		log.Fatal(err)
 	}
-	resolve, err := middleware.New(middleware.Config{
-		Resolver: clientip.MustNew(clientip.Config{TrustedProxies: lbs}),
-	})
+	resolve, err := middleware.New(middleware.Config{Trust: trust})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -88,7 +87,7 @@ func ExampleNew_proxyProtocol() {
 // Legacy code that reads r.RemoteAddr sees the client with SetRemoteAddr.
 func ExampleConfig_setRemoteAddr() {
 	resolve, err := middleware.New(middleware.Config{
-		Resolver: clientip.MustNew(clientip.Config{
+		Trust: clientip.MustNew(clientip.Config{
 			TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
 			Header:         "X-Forwarded-For",
 		}),
@@ -113,7 +112,7 @@ func ExampleConfig_setRemoteAddr() {
 // An allowlist of client ranges behind the resolve middleware.
 func ExampleSourceRanges_Handler() {
 	resolve, _ := middleware.New(middleware.Config{
-		Resolver: clientip.MustNew(clientip.Config{
+		Trust: clientip.MustNew(clientip.Config{
 			TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
 			Header:         "X-Forwarded-For",
 			Masquerade:     clientip.MustParsePrefixSet("192.168.0.0/16"), // the nodes
@@ -172,16 +171,16 @@ func ExampleSourceRanges_Check() {
 // carries its resolution, read back with ResultFromConn and judged before the
 // protocol starts.
 func ExampleNewListener() {
-	lbs := clientip.MustParsePrefixSet("127.0.0.1") // the load balancer
+	trust := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")}) // the load balancer
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	pl, err := proxyproto.NewListener(inner, proxyproto.Config{TrustedUpstreams: lbs})
+	pl, err := proxyproto.NewListener(inner, proxyproto.Config{Trust: trust})
 	if err != nil {
 		log.Fatal(err)
 	}
-	ln := middleware.NewListener(pl, clientip.MustNew(clientip.Config{TrustedProxies: lbs}))
+	ln := middleware.NewListener(pl, trust)
 	defer ln.Close()
 	policy, _ := middleware.NewSourceRanges(middleware.SourceRangesConfig{
 		Allow: clientip.MustParsePrefixSet("198.51.100.0/24"),

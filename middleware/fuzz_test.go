@@ -41,7 +41,7 @@ func FuzzResolve(f *testing.F) {
 	}
 	var got clientip.Result
 	var served bool
-	mw, err := New(Config{Resolver: r})
+	mw, err := New(Config{Trust: r})
 	require.NoError(f, err)
 	h := mw(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		got, served = clientip.FromContext(r.Context())

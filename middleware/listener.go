@@ -16,7 +16,18 @@ import (
 // NewListener returns a listener whose connections carry their client's
 // resolution, for MQTT brokers, raw TCP servers and other protocols without
 // per-request headers. Each connection inner accepts is resolved once, in
-// Accept, with r and no headers; read the result back with [ResultFromConn].
+// Accept, under trust and with no headers; read the result back with
+// [ResultFromConn]. Give it the Trust the proxyproto listener and the rest
+// of the chain have (a *clientip.Resolver, or a *clientip.Store to change it
+// while serving).
+//
+// A connection from a proxyproto.Listener configured with the same Trust is
+// resolved with the resolver that listener judged it with
+// (proxyproto.ResolverFromConn): a connection finishes on the configuration
+// it started with, so the walk never reads a PROXY layer under a trust other
+// than the one that believed it, even if a Store changed in between. Any
+// other connection is resolved with the resolver trust has in force when
+// Accept returns it.
 //
 // The layers come from proxyproto.FactsFromConn when inner is a
 // *proxyproto.Listener (or hands out connections that wrap a *proxyproto.Conn):
@@ -28,23 +39,23 @@ import (
 // Resolution failures do not refuse connections: the connection is returned
 // with its error, to be judged by the server (for example with
 // [SourceRanges.Check]) where it can answer in its own protocol. Put TLS
-// outside this listener, tls.NewListener(middleware.NewListener(pp, r), cfg),
+// outside this listener, tls.NewListener(middleware.NewListener(pp, trust), cfg),
 // so that servers that look for a *tls.Conn still find one; ResultFromConn
 // sees through it.
 //
-// A nil r resolves nothing: every connection carries an error wrapping
+// A nil trust resolves nothing: every connection carries an error wrapping
 // [ErrInvalidConfig], so servers that refuse on error refuse them all.
 //
 // Accept makes one allocation per connection beyond inner's (the wrapper),
 // and more only when resolution fails. The returned connections keep inner's
 // fast paths for io.Copy (ReadFrom, WriteTo) and CloseWrite.
-func NewListener(inner net.Listener, r *clientip.Resolver) net.Listener {
-	return &listener{Listener: inner, r: r}
+func NewListener(inner net.Listener, trust clientip.Trust) net.Listener {
+	return &listener{Listener: inner, trust: trust}
 }
 
 type listener struct {
 	net.Listener
-	r *clientip.Resolver
+	trust clientip.Trust
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -53,12 +64,13 @@ func (l *listener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	t, err := transportOf(c)
+	r := proxyproto.ResolverFromConn(c, l.trust)
 	var res clientip.Result
 	switch {
-	case l.r == nil:
+	case r == nil:
 		res, err = clientip.Result{Peer: t.Peer, Proxy: t.Proxy}, errNilResolver
 	case err == nil:
-		res, err = l.r.Resolve(t, nil)
+		res, err = r.Resolve(t, nil)
 	}
 	return &conn{Conn: c, res: res, err: err}, nil
 }
@@ -128,7 +140,7 @@ func (c *conn) CloseWrite() error {
 	return errNoCloseWrite
 }
 
-var errNilResolver = fmt.Errorf("%w: NewListener without a Resolver", ErrInvalidConfig)
+var errNilResolver = fmt.Errorf("%w: NewListener without a Trust", ErrInvalidConfig)
 
 var errNoCloseWrite = errors.New("middleware: connection does not support CloseWrite")
 

@@ -36,7 +36,7 @@ func loopback(t *testing.T) net.Listener {
 func ppListener(t *testing.T) *proxyproto.Listener {
 	t.Helper()
 	pl, err := proxyproto.NewListener(loopback(t), proxyproto.Config{
-		TrustedUpstreams:  clientip.Loopback(),
+		Trust:             clientip.MustNew(clientip.Config{TrustedProxies: clientip.Loopback()}),
 		ReadHeaderTimeout: 5 * time.Second,
 	})
 	require.NoError(t, err)
@@ -323,7 +323,7 @@ func TestResolveUnixPeerNamedLikeAnIP(t *testing.T) {
 	if err != nil {
 		e2e.Unavailable(t, "no Unix sockets: "+err.Error())
 	}
-	mw, err := New(Config{Resolver: clientip.MustNew(clientip.Config{TrustedProxies: clientip.Loopback(), Header: "X-Forwarded-For"})})
+	mw, err := New(Config{Trust: clientip.MustNew(clientip.Config{TrustedProxies: clientip.Loopback(), Header: "X-Forwarded-For"})})
 	require.NoError(t, err)
 	remote := make(chan string, 1)
 	srv := &http.Server{Handler: mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -62,7 +62,7 @@ func TestLog(t *testing.T) {
 func TestLogObserver(t *testing.T) {
 	var buf bytes.Buffer
 	obs := LogObserver(textLogger(&buf, slog.LevelInfo))
-	mw, err := New(Config{Resolver: testResolver(t), Observer: obs})
+	mw, err := New(Config{Trust: testResolver(t), Observer: obs})
 	require.NoError(t, err)
 	p, err := NewSourceRanges(SourceRangesConfig{Allow: office, Observer: obs})
 	require.NoError(t, err)

@@ -32,7 +32,7 @@ func TestNginx(t *testing.T) {
 		TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1/32"),
 		Header:         "X-Forwarded-For",
 	})
-	mw, err := New(Config{Resolver: r})
+	mw, err := New(Config{Trust: r})
 	require.NoError(t, err)
 	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, _ := clientip.FromContext(r.Context())

@@ -24,7 +24,7 @@ func TestResolveProxyProtocolTLS(t *testing.T) {
 		TrustedProxies: clientip.MustParsePrefixSet("loopback, 10.0.0.0/8"),
 		Header:         "X-Forwarded-For",
 	})
-	mw, err := New(Config{Resolver: r})
+	mw, err := New(Config{Trust: r})
 	require.NoError(t, err)
 	results := make(chan clientip.Result, 1)
 	srv := httptest.NewUnstartedServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -10,9 +10,14 @@ import (
 
 // Config configures the resolve middleware [New] returns.
 type Config struct {
-	// Resolver resolves each request's client. It is required: it holds the
-	// trust configuration, and there is no safe default for it.
-	Resolver *clientip.Resolver
+	// Trust is the trust configuration each request's client is resolved
+	// under: a *clientip.Resolver, or a *clientip.Store to change it while
+	// serving. Hand the same value to every layer of the chain (the
+	// proxyproto listener, NewListener). The middleware loads its resolver
+	// once per request, so a request is resolved under one configuration
+	// from start to end. It is required: it holds the trust configuration,
+	// and there is no safe default for it.
+	Trust clientip.Trust
 
 	// OnError writes the response to a request whose client cannot be
 	// resolved, with the Result (which says where the walk stopped) and the
@@ -42,7 +47,7 @@ type Config struct {
 
 // New returns a middleware with the shape chi and most routers use,
 // func(http.Handler) http.Handler, that resolves each request's client once
-// with cfg.Resolver and stores the [clientip.Result] in the request's context,
+// with the resolver cfg.Trust has in force and stores the [clientip.Result] in the request's context,
 // where handlers read it with [clientip.FromContext]. It passes on a shallow
 // copy of the request with the new context and never modifies the caller's
 // request; r.RemoteAddr is left alone unless cfg.SetRemoteAddr is set.
@@ -52,17 +57,17 @@ type Config struct {
 // header entry. A result flagged as masqueraded is stored and passed on; mount
 // a [SourceRanges] policy, or check Result.Masqueraded, where it matters.
 //
-// For PROXY protocol, serve from a proxyproto.Listener with
-// http.Server.ConnContext set to proxyproto.ConnContext: the resolver then
-// sees the PROXY source and keeps the load balancer as the socket peer.
+// For PROXY protocol, serve from a proxyproto.Listener given the same Trust,
+// with http.Server.ConnContext set to proxyproto.ConnContext: the resolver
+// then sees the PROXY source and keeps the load balancer as the socket peer.
 //
 // The middleware makes two allocations per request (the context node that
 // holds the Result, and the request copy) and one more with SetRemoteAddr.
 // It is safe for concurrent use. New returns an error wrapping
-// [ErrInvalidConfig] when cfg.Resolver is nil.
+// [ErrInvalidConfig] when cfg.Trust is nil or returns a nil resolver.
 func New(cfg Config) (func(http.Handler) http.Handler, error) {
-	if cfg.Resolver == nil {
-		return nil, fmt.Errorf("%w: Resolver is required", ErrInvalidConfig)
+	if cfg.Trust == nil || cfg.Trust.Resolver() == nil {
+		return nil, fmt.Errorf("%w: Trust is required", ErrInvalidConfig)
 	}
 	if cfg.OnError == nil {
 		cfg.OnError = badRequest
@@ -78,7 +83,7 @@ type resolveHandler struct {
 }
 
 func (h *resolveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	res, err := h.cfg.Resolver.ResolveRequest(r)
+	res, err := h.cfg.Trust.Resolver().ResolveRequest(r)
 	if err != nil && !errors.Is(err, clientip.ErrMasqueraded) {
 		if h.cfg.Observer != nil {
 			h.cfg.Observer.ObserveResolve(r.Context(), res, err)

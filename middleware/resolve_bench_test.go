@@ -33,11 +33,11 @@ func BenchmarkResolve(b *testing.B) {
 			panic("no result")
 		}
 	})
-	mw, err := New(Config{Resolver: testResolver(b)})
+	mw, err := New(Config{Trust: testResolver(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	mwSet, _ := New(Config{Resolver: testResolver(b), SetRemoteAddr: true})
+	mwSet, _ := New(Config{Trust: testResolver(b), SetRemoteAddr: true})
 	w := httptest.NewRecorder()
 	for _, br := range benchRequests() {
 		b.Run(br.name+"/bare", func(b *testing.B) {
@@ -76,7 +76,7 @@ func BenchmarkResolve(b *testing.B) {
 
 // BenchmarkSourceRanges measures the policy behind the middleware.
 func BenchmarkSourceRanges(b *testing.B) {
-	mw, _ := New(Config{Resolver: testResolver(b)})
+	mw, _ := New(Config{Trust: testResolver(b)})
 	p, _ := NewSourceRanges(SourceRangesConfig{Allow: office})
 	h := mw(p.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	w := httptest.NewRecorder()

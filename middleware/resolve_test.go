@@ -66,7 +66,7 @@ func TestResolve(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := &recordingObserver{}
-			mw, err := New(Config{Resolver: testResolver(t), Observer: obs})
+			mw, err := New(Config{Trust: testResolver(t), Observer: obs})
 			require.NoError(t, err)
 			before := *tc.req
 			rec := httptest.NewRecorder()
@@ -106,7 +106,7 @@ func TestResolveOnError(t *testing.T) {
 	var gotRes clientip.Result
 	var gotErr error
 	mw, err := New(Config{
-		Resolver: testResolver(t),
+		Trust: testResolver(t),
 		OnError: func(w http.ResponseWriter, r *http.Request, res clientip.Result, err error) {
 			gotRes, gotErr = res, err
 			w.WriteHeader(http.StatusTeapot)
@@ -138,7 +138,7 @@ func TestResolveSetRemoteAddr(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, set := range []bool{false, true} {
-				mw, err := New(Config{Resolver: testResolver(t), SetRemoteAddr: set})
+				mw, err := New(Config{Trust: testResolver(t), SetRemoteAddr: set})
 				require.NoError(t, err)
 				orig := tc.req.RemoteAddr
 				var seen string
@@ -175,7 +175,7 @@ func TestResolveAllocs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.cfg.Resolver = testResolver(t)
+			tc.cfg.Trust = testResolver(t)
 			mw, err := New(tc.cfg)
 			require.NoError(t, err)
 			h := mw(noop)
@@ -199,7 +199,7 @@ func (*retainedBody) Close() error { return nil }
 // request copy. Allocating the two together would save an allocation and break
 // this.
 func TestContextDoesNotRetainRequest(t *testing.T) {
-	mw, err := New(Config{Resolver: testResolver(t)})
+	mw, err := New(Config{Trust: testResolver(t)})
 	require.NoError(t, err)
 	var kept context.Context
 	h := mw(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {

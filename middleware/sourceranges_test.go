@@ -82,7 +82,7 @@ func TestSourceRangesZeroValue(t *testing.T) {
 		err := p.Check(clientip.Result{Client: netip.MustParseAddr(a), Source: clientip.SourceSocket}, nil)
 		assert.ErrorIs(t, err, ErrNotAllowed, "Check(%s)", a)
 	}
-	mw, err := New(Config{Resolver: testResolver(t)})
+	mw, err := New(Config{Trust: testResolver(t)})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	mw(p.Handler(echo)).ServeHTTP(rec, request("198.51.100.7:5000"))
@@ -118,7 +118,7 @@ func TestSourceRangesHandler(t *testing.T) {
 			require.NoError(t, err)
 			h := p.Handler(echo)
 			if tc.mount {
-				mw, err := New(Config{Resolver: testResolver(t)})
+				mw, err := New(Config{Trust: testResolver(t)})
 				require.NoError(t, err)
 				h = mw(h)
 			}
@@ -147,7 +147,7 @@ func TestSourceRangesOnDeny(t *testing.T) {
 		http.NotFound(w, r)
 	}})
 	require.NoError(t, err)
-	mw, err := New(Config{Resolver: testResolver(t)})
+	mw, err := New(Config{Trust: testResolver(t)})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	mw(p.Handler(echo)).ServeHTTP(rec, request("10.0.0.1:5000", "203.0.113.9"))

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sourceip/sourceip/clientip"
 )
 
 // Conn is a connection a [Listener] accepted: its header, if any, has been
@@ -28,6 +31,9 @@ type Conn struct {
 	local  net.Addr
 
 	ignored bool // an untrusted header was discarded (UntrustedIgnore)
+
+	trust clientip.Trust     // the listener's Config.Trust
+	res   *clientip.Resolver // the resolver it judged the connection with
 
 	drained atomic.Bool // rest is empty; Read goes straight to nc
 	mu      sync.Mutex
@@ -152,17 +158,52 @@ func (c *Conn) SetWriteDeadline(t time.Time) error { return c.nc.SetWriteDeadlin
 // [*tls.Conn] (as tls.NewListener and mochi-mqtt's TLS listener hand out) or
 // any connection with a NetConn method. It does not allocate.
 func FactsFromConn(c net.Conn) (Facts, bool) {
+	if pc := unwrap(c); pc != nil {
+		return pc.facts, true
+	}
+	return Facts{}, false
+}
+
+// ResolverFromConn returns the resolver to resolve c with under the trust
+// configuration t. When c came from a [Listener] whose Config.Trust is t
+// (directly, or wrapped as [FactsFromConn] sees through), it is the resolver
+// the listener judged c with, loaded once when c arrived: the walk then reads
+// the PROXY layer under the trust that decided to believe it, even if t (a
+// *clientip.Store) has changed since. Otherwise it is t.Resolver(), loaded
+// now. It returns nil when t is nil. It does not allocate.
+//
+// Trust values are compared with ==; a Trust of a type that is not
+// comparable never matches, and c is resolved with t.Resolver().
+func ResolverFromConn(c net.Conn, t clientip.Trust) *clientip.Resolver {
+	if t == nil {
+		return nil
+	}
+	if pc := unwrap(c); pc != nil && pc.res != nil && sameTrust(pc.trust, t) {
+		return pc.res
+	}
+	return t.Resolver()
+}
+
+// sameTrust reports whether a and b are the same Trust value, without the
+// panic of == on a type that is not comparable.
+func sameTrust(a, b clientip.Trust) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
+}
+
+// unwrap returns the *Conn that c is or wraps, or nil.
+func unwrap(c net.Conn) *Conn {
 	for range 8 {
 		switch v := c.(type) {
 		case *Conn:
-			return v.facts, true
+			return v
 		case *tls.Conn:
 			c = v.NetConn()
 		case interface{ NetConn() net.Conn }:
 			c = v.NetConn()
 		default:
-			return Facts{}, false
+			return nil
 		}
 	}
-	return Facts{}, false
+	return nil
 }

@@ -14,11 +14,50 @@
 //
 // A PROXY header is a claim: "the real client is this address". Anyone who can
 // open a TCP connection can make that claim, so a header is believed only when
-// the socket peer is a configured trusted upstream (Config.TrustedUpstreams) —
-// the load balancers that terminate client connections and are the only ones
-// able to reach the listener with a header. A header from any other peer is
-// never believed: by default the connection is closed ([UntrustedClose]) and
-// counted; [UntrustedIgnore] strips it and serves the peer as itself.
+// the socket peer is a trusted upstream — the load balancers that terminate
+// client connections and are the only ones able to reach the listener with a
+// header. A header from any other peer is never believed: by default the
+// connection is closed ([UntrustedClose]) and counted; [UntrustedIgnore]
+// strips it and serves the peer as itself.
+//
+// # One chain, one trust set
+//
+// Which upstreams are trusted is not configured here. Config.Trust is the
+// [clientip.Trust] of the chain the listener serves, the same value the
+// resolver, the HTTP middleware and the connection listener read: a peer is
+// a trusted upstream when the resolver in force trusts it as a proxy, by the
+// walk's own test ([clientip.Resolver.TrustsPeer]). A header the listener
+// believes is therefore always one the walk reads, and a load balancer the
+// walk steps over is always one whose header is read. Config.Upstreams
+// narrows the upstreams to some of the trusted proxies (a PROXY-speaking
+// load balancer among proxies that write headers instead); a prefix in it
+// that the resolver does not trust is a configuration error.
+//
+// With a [*clientip.Store] as Trust, the trust can change while the listener
+// serves. The listener loads the resolver once per connection, judges the
+// connection with it and hands it on with the connection: [ResolverFromConn]
+// returns it, and the middleware package's NewListener resolves with it, so
+// a connection finishes on the configuration it started with while the next
+// one sees the change. Upstreams is intersected per connection, so a change
+// that stops trusting a load balancer stops its headers at once.
+//
+// HTTP requests load the resolver anew, one load per request (the
+// middleware package does), so a change reaches requests on connections
+// already open. The listener's judgement of the socket peer, made when the
+// connection arrived, still holds for the connection's lifetime
+// ([Facts].PeerUntrusted, which clientip honours): a change that stops
+// trusting a load balancer makes its open connections' requests name the
+// load balancer, which fails closed; a change that starts trusting a peer
+// applies to its next connection only. A peer that was not trusted when it
+// connected (a direct client, or one whose header was discarded under
+// [UntrustedIgnore], after which the bytes are its client's) is never
+// stepped over on that connection, so a forwarding header its client wrote
+// is never read as a proxy's report.
+//
+// A resolver in hop-count mode without TrustedProxies steps over any socket
+// peer; the listener never takes that for naming an upstream. Such a chain's
+// PROXY upstreams must be listed in Upstreams, and without them no header is
+// believed.
 //
 // A trusted upstream must send a header ([HeaderlessRefuse], the default). The
 // specification forbids guessing whether one is present (section 2): if a
@@ -36,7 +75,7 @@
 // pods that dial a LoadBalancer Service's IP are short-circuited by kube-proxy
 // and never pass the load balancer, so they arrive without a header. Under
 // externalTrafficPolicy: Local they come from the pod's address: leave the pod
-// network out of TrustedUpstreams and they are served as themselves. Under
+// network out of the trusted proxies and they are served as themselves. Under
 // Cluster their node masquerades them, so they come from a node address; if
 // the nodes are trusted upstreams (as they must be for the load balancer's
 // headers to pass the node's SNAT), HeaderlessRefuse refuses them, and
@@ -56,8 +95,8 @@
 // it starts with a header, and a header, when present, is read to its end
 // under the same deadline, size limits and validation as any other and is
 // never seen by the application. It is believed only from a peer in
-// Config.TrustedUpstreams; from any other peer it is discarded and the peer
-// is served as itself. With no trusted upstreams, no header is ever
+// the listener trusts; from any other peer it is discarded and the peer
+// is served as itself. With no Trust, no header is ever
 // believed, which is what a health endpoint wants: its answer does not
 // depend on who asks. An invalid header still closes the connection, since
 // after one there is no telling where the client's bytes begin.
@@ -67,7 +106,7 @@
 // where it matters, because only a trusted upstream's header is believed,
 // and a trusted upstream that may or may not send one is exactly what
 // HeaderlessAllow already admits. trafficpolicy.OptionalProxyHeader is this
-// mode with no trusted upstreams.
+// mode with no Trust.
 //
 // # Bounded header reads
 //
@@ -132,9 +171,10 @@
 // Every accepted connection is a [*Conn] whose [Facts] hold the socket peer
 // (the load balancer), the header's source and destination, and its TLVs;
 // [FactsFromConn] finds them under [crypto/tls.Conn] as well, and
-// [Facts.Transport] is exactly clientip's input. For HTTP, set
-// http.Server.ConnContext to [ConnContext] and resolve with
-// clientip.Resolver.ResolveRequest. Conn.RemoteAddr returns the PROXY source,
+// [Facts.Transport] is exactly clientip's input, to resolve with the resolver
+// [ResolverFromConn] returns. For HTTP, set http.Server.ConnContext to
+// [ConnContext] and resolve each request with the chain's Trust (the
+// middleware package does), one load of its resolver per request. Conn.RemoteAddr returns the PROXY source,
 // which is what code written for direct clients expects.
 //
 // Wrap TLS outside this listener — tls.NewListener(proxyLn, cfg) — since the
@@ -165,7 +205,7 @@
 // must therefore refuse every connection that brings none: a direct client
 // (which has no header, or whose header is never believed) did not pass the
 // load balancer's handshake. And no address a client can send from may be in
-// Config.TrustedUpstreams, since from there it could write its own.
+// the listener's trusted upstreams, since from there it could write its own.
 //
 // To admit a client on it, strongest first:
 //   - The load balancer forwards the certificate: check [SSL.CertVerified]

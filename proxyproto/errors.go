@@ -17,7 +17,7 @@ var (
 	// to [ParseHeader] that is not a header.
 	ErrNoHeader = errors.New("proxyproto: no PROXY protocol header")
 
-	// ErrUntrustedHeader means a peer outside Config.TrustedUpstreams sent a
+	// ErrUntrustedHeader means a peer the listener does not trust sent a
 	// PROXY protocol header, under [UntrustedClose].
 	ErrUntrustedHeader = errors.New("proxyproto: PROXY protocol header from an untrusted peer")
 

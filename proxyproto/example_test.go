@@ -24,15 +24,18 @@ import (
 	"github.com/sourceip/sourceip/proxyproto"
 )
 
-// A listener that believes PROXY headers from the load balancer only. Here
-// the "load balancer" is a client on loopback that writes a v2 header.
+// A listener that believes PROXY headers from the load balancer only, and a
+// resolver that reads them: one trust configuration for both. Here the "load
+// balancer" is a client on loopback that writes a v2 header.
 func ExampleNewListener() {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
 	}
+	// The chain's one trust source: your load balancers.
+	trust := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")})
 	ln, err := proxyproto.NewListener(inner, proxyproto.Config{
-		TrustedUpstreams:  clientip.MustParsePrefixSet("127.0.0.1"), // your load balancers
+		Trust:             trust,
 		ReadHeaderTimeout: 5 * time.Second,
 		OnReject: func(r proxyproto.Rejection) {
 			log.Printf("refused connection: %v", r.Err)
@@ -68,8 +71,8 @@ func ExampleNewListener() {
 	fmt.Println("socket peer:", f.Peer.Addr())
 	fmt.Println("header:", f.Version, f.Command, f.Source, "->", f.Destination)
 
-	resolver := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")})
-	res, _ := resolver.Resolve(f.Transport(), nil)
+	// The resolver the listener judged the connection with.
+	res, _ := proxyproto.ResolverFromConn(c, trust).Resolve(f.Transport(), nil)
 	fmt.Println("client:", res.Client, "from", res.Source)
 	// Output:
 	// remote addr: 203.0.113.7:51000
@@ -112,7 +115,7 @@ func Example_tlsServer() {
 		log.Fatal(err)
 	}
 	pln, err := proxyproto.NewListener(inner, proxyproto.Config{
-		TrustedUpstreams: clientip.MustParsePrefixSet("127.0.0.1"),
+		Trust: clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")}),
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -165,11 +168,11 @@ func ExampleConnContext() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ln, err := proxyproto.NewListener(inner, proxyproto.Config{TrustedUpstreams: clientip.MustParsePrefixSet("127.0.0.1")})
+	resolver := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")})
+	ln, err := proxyproto.NewListener(inner, proxyproto.Config{Trust: resolver})
 	if err != nil {
 		log.Fatal(err)
 	}
-	resolver := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")})
 	srv := &http.Server{
 		ConnContext: proxyproto.ConnContext,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -212,7 +215,9 @@ func ExampleFactsFromContext() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ln, err := proxyproto.NewListener(inner, proxyproto.Config{TrustedUpstreams: clientip.MustParsePrefixSet("127.0.0.1")})
+	ln, err := proxyproto.NewListener(inner, proxyproto.Config{
+		Trust: clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")}),
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -324,11 +329,12 @@ func ExampleConfig_pendingBudgets() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	lbs := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/24")}) // the load balancers
 	ln, err := proxyproto.NewListener(inner, proxyproto.Config{
-		TrustedUpstreams:    clientip.MustParsePrefixSet("10.0.0.0/24"), // the load balancers
-		MaxPending:          4096,                                       // theirs; over it they wait in the backlog
-		MaxPendingUntrusted: 1024,                                       // anyone else's; over it they are closed
-		MaxPendingPerSource: 1,                                          // one untrusted address's (or IPv6 /64's)
+		Trust:               lbs,
+		MaxPending:          4096, // theirs; over it they wait in the backlog
+		MaxPendingUntrusted: 1024, // anyone else's; over it they are closed
+		MaxPendingPerSource: 1,    // one untrusted address's (or IPv6 /64's)
 		OnAcceptError: func(err error, retryIn time.Duration) {
 			log.Printf("accept: %v (retrying in %v)", err, retryIn)
 		},
@@ -404,9 +410,10 @@ func ExampleSSL_VerifyCertificate() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	lbs := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")}) // the load balancers
 	ln, err := proxyproto.NewListener(inner, proxyproto.Config{
-		TrustedUpstreams: clientip.MustParsePrefixSet("127.0.0.1"), // the load balancers
-		MaxHeaderBytes:   proxyproto.MaxHeaderBytesLimit,           // room for long certificates
+		Trust:          lbs,
+		MaxHeaderBytes: proxyproto.MaxHeaderBytesLimit, // room for long certificates
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -20,8 +20,8 @@ type Facts struct {
 	Peer, Local netip.AddrPort
 
 	// Version is the header's version, 1 or 2, or 0 when the connection had
-	// no header or its header was not believed (a peer outside
-	// Config.TrustedUpstreams under [UntrustedIgnore]).
+	// no header or its header was not believed (a peer the listener does not
+	// trust, under [UntrustedIgnore]).
 	Version uint8
 
 	// Command is CommandProxy or CommandLocal with a header, CommandNone
@@ -36,6 +36,14 @@ type Facts struct {
 	// TLVs are the header's TLVs, only for a v2 PROXY command; never those of
 	// a LOCAL header.
 	TLVs TLVs
+
+	// PeerUntrusted reports that the listener, when the connection arrived,
+	// did not take Peer for a trusted proxy (its Trust's resolver then did
+	// not trust Peer), or that Peer sent a header the listener discarded
+	// under [UntrustedIgnore], after which the bytes are someone else's.
+	// Transport passes it on, so clientip takes Peer for the client even if
+	// the trust changes while the connection is open.
+	PeerUntrusted bool
 }
 
 // Transport returns exactly what clientip needs to resolve the connection:
@@ -44,7 +52,7 @@ type Facts struct {
 // so clientip then reports the client with source "proxy-protocol" and keeps
 // the load balancer as the socket layer. It does not allocate.
 func (f Facts) Transport() clientip.Transport {
-	t := clientip.Transport{Peer: f.Peer}
+	t := clientip.Transport{Peer: f.Peer, PeerUntrusted: f.PeerUntrusted}
 	if f.Command == CommandProxy {
 		t.Proxy = f.Source
 	}

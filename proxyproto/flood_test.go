@@ -14,8 +14,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/sourceip/sourceip/clientip"
 )
 
 // dialFrom connects from the loopback address src and writes first.
@@ -56,7 +54,7 @@ func TestUntrustedFloodDoesNotStarveTrusted(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	l, err := NewListener(inner, Config{
-		TrustedUpstreams:    clientip.MustParsePrefixSet(lb),
+		Trust:               trustOf(lb),
 		MaxPendingUntrusted: budget,
 		MaxPendingPerSource: perSource,
 		// No slow header may time out and free its slot during the test:

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/internal/e2e"
 )
 
@@ -66,7 +65,7 @@ func TestHAProxySSL(t *testing.T) {
 	app, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	l, err := NewListener(app, Config{
-		TrustedUpstreams:  clientip.MustParsePrefixSet(haproxyAddr),
+		Trust:             trustOf(haproxyAddr),
 		ReadHeaderTimeout: 3 * time.Second,
 		OnReject:          func(r Rejection) { assert.Fail(t, "rejected", "%+v", r) },
 	})

@@ -79,7 +79,7 @@ func TestHAProxy(t *testing.T) {
 	app, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	l, err := NewListener(app, Config{
-		TrustedUpstreams:  clientip.MustParsePrefixSet(haproxyAddr),
+		Trust:             trustOf(haproxyAddr),
 		ReadHeaderTimeout: 3 * time.Second,
 		OnReject:          func(r Rejection) { assert.Fail(t, "rejected", "%+v", r) },
 	})

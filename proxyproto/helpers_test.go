@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"net/netip"
+
+	"github.com/sourceip/sourceip/clientip"
 )
 
 // Hand-built headers, independent of the writer under test.
@@ -48,6 +50,11 @@ func withCRC(h []byte) []byte {
 	sum := crc32.Checksum(h, crc32.MakeTable(crc32.Castagnoli))
 	binary.BigEndian.PutUint32(h[len(h)-4:], sum)
 	return h
+}
+
+// trustOf returns a static Trust whose resolver trusts the proxies in s.
+func trustOf(s string) *clientip.Resolver {
+	return clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet(s)})
 }
 
 func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }

@@ -39,23 +39,43 @@ const (
 // upstream: every connection is served with its socket addresses, and one
 // that starts with a PROXY header is closed.
 type Config struct {
-	// TrustedUpstreams are the load balancers and proxies allowed to send
-	// PROXY headers. A header is read and believed only from a socket peer in
-	// this set, and such a peer must send one unless Headerless says
-	// otherwise. The zero value trusts no upstream.
-	TrustedUpstreams clientip.PrefixSet
+	// Trust is the trust configuration of the chain the listener serves:
+	// the same value handed to the resolver, the middleware and the
+	// connection listener (a *clientip.Resolver, or a *clientip.Store to
+	// change it while serving). A header is read and believed only from a
+	// socket peer the resolver in force trusts as a proxy, by the walk's own
+	// test ([clientip.Resolver.TrustsPeer]: TrustedProxies, and
+	// TrustUnixSocket for a Unix-domain peer), and such a peer must send one
+	// unless Headerless says otherwise. The listener loads the resolver once
+	// per connection and judges the whole connection with it; the resolver
+	// travels with the connection ([ResolverFromConn]) so that the walk reads
+	// the PROXY layer under the trust that believed it. Nil (the default)
+	// trusts no upstream.
+	//
+	// In hop-count mode (clientip.Config.TrustedHops) without
+	// TrustedProxies, the walk steps over any socket peer, but the listener
+	// never believes a header from a peer it cannot name: it then trusts
+	// only Upstreams, and no upstream when Upstreams is empty.
+	Trust clientip.Trust
 
-	// TrustUnixSocket makes a peer without an IP address (a Unix-domain
-	// socket, as from a local HAProxy's "unix@" server) a trusted upstream.
-	// False by default.
-	TrustUnixSocket bool
+	// Upstreams, when not empty, narrows the upstreams allowed to send a
+	// header to those of Trust's proxies inside it: a load balancer that
+	// speaks PROXY protocol among proxies that do not. Every prefix must be
+	// trusted by Trust's resolver when the listener is created (covered by
+	// its TrustedProxies, by one prefix or several together); one that is
+	// not is a configuration error naming it. Per connection the peer must
+	// be in both, so a later change of a *clientip.Store that stops trusting
+	// an upstream stops its headers too. It does not apply to a Unix-domain
+	// peer, which TrustUnixSocket alone decides. The zero value narrows
+	// nothing.
+	Upstreams clientip.PrefixSet
 
 	// Headerless says what to do with a trusted upstream's connection that
 	// has no header. The zero value, HeaderlessRefuse, closes it.
 	Headerless HeaderlessPolicy
 
-	// Untrusted says what to do with a header from a peer outside
-	// TrustedUpstreams. The zero value, UntrustedClose, closes the connection.
+	// Untrusted says what to do with a header from a peer the listener does
+	// not trust. The zero value, UntrustedClose, closes the connection.
 	// Such a header is never believed.
 	Untrusted UntrustedPolicy
 
@@ -72,8 +92,8 @@ type Config struct {
 	// these slots. Zero means DefaultMaxPending; negative is an error.
 	MaxPending int
 
-	// MaxPendingUntrusted bounds the connections from peers outside
-	// TrustedUpstreams waiting for their header or for Accept. A connection
+	// MaxPendingUntrusted bounds the connections from peers the listener
+	// does not trust waiting for their header or for Accept. A connection
 	// from an untrusted peer that arrives while it is reached is closed at
 	// once, unread (fail closed), and counted in [Stats].Shed. The listener
 	// never stops accepting for untrusted peers, so however many of them hold
@@ -101,8 +121,8 @@ type Config struct {
 	// only a trusted upstream's connection whose v2 length field asks for
 	// more, within this bound, gets a buffer of its header's exact size, so
 	// raising it costs memory only for the headers that need it, and at most
-	// MaxPending × MaxHeaderBytes at once. A header from a peer outside
-	// TrustedUpstreams (under UntrustedIgnore) is always held to
+	// MaxPending × MaxHeaderBytes at once. A header from a peer the listener
+	// does not trust (under UntrustedIgnore) is always held to
 	// MaxHeaderLen. A longer header is refused with [ErrHeaderTooLong]. Zero
 	// means MaxHeaderLen; any other value outside that range is an error.
 	MaxHeaderBytes int
@@ -154,8 +174,8 @@ type Config struct {
 // A Listener is safe for concurrent use.
 type Listener struct {
 	inner      net.Listener
-	trusted    clientip.PrefixSet
-	trustUnix  bool
+	trust      clientip.Trust // nil: no upstream is trusted
+	upstreams  clientip.PrefixSet
 	headerless HeaderlessPolicy
 	untrusted  UntrustedPolicy
 	timeout    time.Duration
@@ -193,8 +213,8 @@ func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 	}
 	l := &Listener{
 		inner:      inner,
-		trusted:    cfg.TrustedUpstreams,
-		trustUnix:  cfg.TrustUnixSocket,
+		trust:      cfg.Trust,
+		upstreams:  cfg.Upstreams,
 		headerless: cfg.Headerless,
 		untrusted:  cfg.Untrusted,
 		timeout:    cfg.ReadHeaderTimeout,
@@ -221,6 +241,9 @@ func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 		return nil, fmt.Errorf("%w: MaxPendingPerSource %d is negative", ErrInvalidConfig, cfg.MaxPendingPerSource)
 	case cfg.MaxHeaderBytes != 0 && (cfg.MaxHeaderBytes < MaxHeaderLen || cfg.MaxHeaderBytes > MaxHeaderBytesLimit):
 		return nil, fmt.Errorf("%w: MaxHeaderBytes %d is outside [%d, %d]", ErrInvalidConfig, cfg.MaxHeaderBytes, MaxHeaderLen, MaxHeaderBytesLimit)
+	}
+	if err := checkUpstreams(cfg.Trust, cfg.Upstreams); err != nil {
+		return nil, err
 	}
 	l.maxV2 = MaxV2Payload
 	if cfg.MaxHeaderBytes != 0 {
@@ -359,7 +382,10 @@ func (l *Listener) serve() {
 		delay = 0
 		hs := &handshake{nc: nc, start: time.Now()}
 		hs.peer = socketAddrPort(nc.RemoteAddr())
-		hs.trusted = l.trusts(hs.peer)
+		if l.trust != nil {
+			hs.res = l.trust.Resolver() // once: the whole connection is judged with it
+		}
+		hs.trusted = l.trusts(hs.res, hs.peer)
 		if hs.trusted {
 			select {
 			case l.slots <- struct{}{}:
@@ -410,14 +436,49 @@ func (l *Listener) acceptFailed(err error, delay time.Duration) time.Duration {
 }
 
 // trusts reports whether a connection from the socket peer peer (the zero
-// value for a Unix-domain socket) comes from a trusted upstream: whether its
-// header may be believed and which pending budget it draws on. Every trust
-// decision of the listener is made here.
-func (l *Listener) trusts(peer netip.AddrPort) bool {
-	if !peer.Addr().IsValid() {
-		return l.trustUnix
+// value for a Unix-domain socket), judged under r (nil without a Trust),
+// comes from a trusted upstream: whether its header may be believed and
+// which pending budget it draws on. Every trust decision of the listener is
+// made here.
+func (l *Listener) trusts(r *clientip.Resolver, peer netip.AddrPort) bool {
+	a := peer.Addr()
+	switch {
+	case r == nil || !r.TrustsPeer(a):
+		return false
+	case !a.IsValid():
+		return true // a Unix-domain peer under TrustUnixSocket
+	case l.upstreams.Len() > 0:
+		return l.upstreams.Contains(a)
 	}
-	return l.trusted.Contains(peer.Addr())
+	// Hop-count mode without TrustedProxies steps over any peer in the
+	// walk; that names no upstream whose header could be believed.
+	c := r.Config()
+	return c.TrustedHops == 0 || c.TrustedProxies.Len() > 0
+}
+
+// checkUpstreams refuses Upstreams without a Trust, a Trust whose Resolver
+// is nil, and an Upstreams prefix the Trust's resolver does not trust.
+func checkUpstreams(t clientip.Trust, ups clientip.PrefixSet) error {
+	if t == nil {
+		if ups.Len() > 0 {
+			return fmt.Errorf("%w: Upstreams %s without a Trust: no upstream would be trusted", ErrInvalidConfig, ups)
+		}
+		return nil
+	}
+	r := t.Resolver()
+	if r == nil {
+		return fmt.Errorf("%w: Trust returned a nil Resolver", ErrInvalidConfig)
+	}
+	c := r.Config()
+	if c.TrustedHops > 0 && c.TrustedProxies.Len() == 0 {
+		return nil // the walk steps over any peer
+	}
+	for _, p := range ups.Prefixes() {
+		if !c.TrustedProxies.Covers(p) {
+			return fmt.Errorf("%w: Upstreams prefix %s is not trusted by the Trust's resolver (not covered by its TrustedProxies)", ErrInvalidConfig, p)
+		}
+	}
+	return nil
 }
 
 // handshake is one connection whose header is being read.
@@ -425,6 +486,7 @@ type handshake struct {
 	nc      net.Conn
 	start   time.Time
 	peer    netip.AddrPort
+	res     *clientip.Resolver // the resolver in force when it was accepted
 	trusted bool
 	buf     *[bufSize]byte // from bufPool; nil once big replaces it
 	big     []byte         // a trusted upstream's header longer than buf
@@ -529,8 +591,12 @@ func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 	}
 	r.facts.Peer = hs.peer
 	r.facts.Local = socketAddrPort(nc.LocalAddr())
+	// The walk honours this judgement for the connection's lifetime: a
+	// discarded header means the bytes after it are not the peer's.
+	r.facts.PeerUntrusted = r.ignored || hs.res != nil && !hs.res.TrustsPeer(hs.peer.Addr())
 	c := newConn(nc, r.facts, r.rest)
 	c.ignored = r.ignored
+	c.trust, c.res = l.trust, hs.res
 	select {
 	case l.ready <- c:
 	case <-l.done:

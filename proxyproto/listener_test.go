@@ -143,7 +143,7 @@ func closedByServer(t testing.TB, c net.Conn) {
 }
 
 func trustedLB() Config {
-	return Config{TrustedUpstreams: clientip.MustParsePrefixSet(lbAddr)}
+	return Config{Trust: trustOf(lbAddr)}
 }
 
 func header(v uint8, src, dst string) Header {
@@ -331,7 +331,7 @@ func TestListenerUntrustedHeaderIgnored(t *testing.T) {
 	c.Write(append(b, "data"...))
 	sc := s.accept(t)
 	f := sc.Facts()
-	assert.Equal(t, Facts{Peer: f.Peer, Local: f.Local}, f, "the untrusted header was believed")
+	assert.Equal(t, Facts{Peer: f.Peer, Local: f.Local, PeerUntrusted: true}, f, "the untrusted header was believed")
 	assert.Equal(t, netip.MustParseAddr("127.0.0.66"), f.Peer.Addr())
 	assert.Equal(t, c.LocalAddr().String(), sc.RemoteAddr().String())
 	assertReads(t, sc, "data")
@@ -523,7 +523,8 @@ func TestListenerUnixSocket(t *testing.T) {
 	if err != nil {
 		e2e.Unavailable(t, "unix sockets unavailable: "+err.Error())
 	}
-	l, err := NewListener(inner, Config{TrustUnixSocket: true})
+	r := clientip.MustNew(clientip.Config{TrustUnixSocket: true})
+	l, err := NewListener(inner, Config{Trust: r})
 	require.NoError(t, err)
 	defer l.Close()
 	c, err := DialContext(context.Background(), nil, "unix", path, header(2, "203.0.113.7:1", "192.0.2.10:2"))
@@ -535,8 +536,7 @@ func TestListenerUnixSocket(t *testing.T) {
 	f, _ := FactsFromConn(sc)
 	assert.False(t, f.Peer.IsValid(), "a Unix peer has no address")
 	assert.Equal(t, ap("203.0.113.7:1"), f.Source)
-	r := clientip.MustNew(clientip.Config{TrustUnixSocket: true})
-	res, err := r.Resolve(f.Transport(), nil)
+	res, err := ResolverFromConn(sc, r).Resolve(f.Transport(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, clientip.SourceProxyProtocol, res.Source)
 }
@@ -652,8 +652,8 @@ func TestListenerUnixPeerNamedLikeAnIP(t *testing.T) {
 	}
 	rejected := make(chan Rejection, 1)
 	l, err := NewListener(inner, Config{
-		TrustedUpstreams: clientip.MustParsePrefixSet("127.0.0.0/8"),
-		OnReject:         func(r Rejection) { rejected <- r },
+		Trust:    trustOf("127.0.0.0/8"),
+		OnReject: func(r Rejection) { rejected <- r },
 	})
 	require.NoError(t, err)
 	defer l.Close()

@@ -42,9 +42,9 @@ func (p *HeaderlessPolicy) UnmarshalText(text []byte) error {
 }
 
 // UntrustedPolicy says what a [Listener] does with a PROXY protocol header
-// sent by a peer outside Config.TrustedUpstreams. Under every policy the
-// header is never believed: such a connection's [Facts] never carry its
-// addresses or TLVs.
+// sent by a peer that is not a trusted upstream (see Config.Trust). Under
+// every policy the header is never believed: such a connection's [Facts]
+// never carry its addresses or TLVs.
 //
 // The zero value is [UntrustedClose]. A connection from an untrusted peer
 // without a header is always served with its socket addresses: it is a

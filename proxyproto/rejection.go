@@ -14,7 +14,7 @@ const (
 	// ReasonNoHeader: a trusted upstream sent no header under
 	// [HeaderlessRefuse] ([ErrNoHeader]).
 	ReasonNoHeader Reason = iota
-	// ReasonUntrusted: a peer outside TrustedUpstreams sent a header under
+	// ReasonUntrusted: a peer the listener does not trust sent a header under
 	// [UntrustedClose] ([ErrUntrustedHeader]).
 	ReasonUntrusted
 	// ReasonTimeout: the header, or the first bytes of a silent client, did

@@ -383,7 +383,7 @@ func TestListenerSSLClientCert(t *testing.T) {
 	assertReads(t, sc, "hello")
 }
 
-// A forged SSL TLV from a peer outside TrustedUpstreams is never believed:
+// A forged SSL TLV from a peer the listener does not trust is never believed:
 // closed by default, stripped under UntrustedIgnore.
 func TestListenerForgedSSLFromUntrustedPeer(t *testing.T) {
 	ca := newTestCA(t, "Fleet CA")

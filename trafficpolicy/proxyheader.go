@@ -22,10 +22,11 @@ import (
 // proxyproto.UntrustedIgnore, ReadHeaderTimeout: timeout}). The header's
 // addresses are never believed, since no upstream is trusted: a health answer
 // does not depend on who asks. Do not use this listener where the client's
-// address matters; configure a proxyproto.Listener with the load balancers as
-// Config.TrustedUpstreams there. For a health endpoint that must require the
-// header, serve the [HealthServer] on such a listener instead: a HealthServer
-// is an [http.Handler] and runs on any [net.Listener].
+// address matters; configure a proxyproto.Listener with the chain's
+// clientip.Trust (whose trusted proxies are the load balancers) there. For
+// a health endpoint that must require the header, serve the [HealthServer]
+// on such a listener instead: a HealthServer is an [http.Handler] and runs
+// on any [net.Listener].
 //
 // The header is read before Accept returns the connection, bounded by
 // timeout (zero or negative means [proxyproto.DefaultReadHeaderTimeout]), 107

@@ -21,7 +21,7 @@ import (
 // *got, as an application would.
 func middlewares(tb testing.TB, got *netip.Addr) map[string]http.Handler {
 	resolve, err := middleware.New(middleware.Config{
-		Resolver: clientip.MustNew(clientip.Config{
+		Trust: clientip.MustNew(clientip.Config{
 			TrustedProxies: clientip.MustParsePrefixSet(strings.Join(trusted, ",")),
 			Header:         "X-Forwarded-For",
 		}),

@@ -108,7 +108,10 @@
 // conditional requests (ETag / If-None-Match, Last-Modified /
 // If-Modified-Since), a timeout covering the whole body and a size limit.
 // [Refresher.Current] serves the set without locks or allocation; OnUpdate
-// pushes each accepted set into a trust store; [Refresher.Status] reports the
+// pushes each accepted set into a trust store — a [clientip.Store], which
+// every layer of the chain reads, with OnUpdate: store.SetRangesFunc(name),
+// so the set joins the trusted proxies configured by hand and each change
+// is logged under its name; [Refresher.Status] reports the
 // provenance, age, last success, last error, prefix count and counters that a
 // metrics exporter turns into gauges and counters; [Refresher.Check] and
 // [Refresher.HealthHandler] give probes a staleness verdict — the only place

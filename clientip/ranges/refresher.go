@@ -82,7 +82,7 @@ type RefresherConfig struct {
 	// If it returns an error the refresher keeps its current set and
 	// reports the refusal ([ErrUpdateRefused]). Calls are sequential, never
 	// concurrent; OnUpdate must not call Refresh or AcceptPending. Use it to
-	// feed a trust store, such as a resolver configuration swap.
+	// feed a trust store: store.SetRangesFunc(name) of a [clientip.Store].
 	OnUpdate func(clientip.PrefixSet) error
 
 	// Client fetches URLs. The zero value is a client with the default

@@ -20,8 +20,8 @@ import (
 
 // newRouter returns the application: the resolve middleware on the whole
 // router, a source-range policy on /admin.
-func newRouter(resolver *clientip.Resolver, office clientip.PrefixSet, obs middleware.Observer) (http.Handler, error) {
-	resolve, err := middleware.New(middleware.Config{Resolver: resolver, Observer: obs})
+func newRouter(trust clientip.Trust, office clientip.PrefixSet, obs middleware.Observer) (http.Handler, error) {
+	resolve, err := middleware.New(middleware.Config{Trust: trust, Observer: obs})
 	if err != nil {
 		return nil, err
 	}

@@ -84,7 +84,7 @@ func TestChiRealServer(t *testing.T) {
 // The middleware in a chi router, for chi users.
 func Example() {
 	resolve, _ := middleware.New(middleware.Config{
-		Resolver: clientip.MustNew(clientip.Config{
+		Trust: clientip.MustNew(clientip.Config{
 			TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
 			Header:         "X-Forwarded-For",
 		}),

@@ -22,12 +22,14 @@ import (
 	"github.com/sourceip/sourceip/clientip"
 )
 
-// Resolve returns a gin middleware that resolves the client with r once per
-// request and stores the Result in the request context; an unresolvable chain
-// is answered with 400 and a short reason, never a guess.
-func Resolve(r *clientip.Resolver) gin.HandlerFunc {
+// Resolve returns a gin middleware that resolves the client once per request,
+// with the resolver trust has in force (a *clientip.Resolver, or a
+// *clientip.Store changed while serving), and stores the Result in the
+// request context; an unresolvable chain is answered with 400 and a short
+// reason, never a guess.
+func Resolve(trust clientip.Trust) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		res, err := r.ResolveRequest(c.Request)
+		res, err := trust.Resolver().ResolveRequest(c.Request)
 		if err != nil && !res.Masqueraded {
 			c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": "cannot determine the client address"})
 			return
@@ -42,13 +44,13 @@ func Client(c *gin.Context) (clientip.Result, bool) {
 	return clientip.FromContext(c.Request.Context())
 }
 
-func newEngine(r *clientip.Resolver) (*gin.Engine, error) {
+func newEngine(trust clientip.Trust) (*gin.Engine, error) {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	if err := e.SetTrustedProxies(nil); err != nil { // gin's own extraction off
 		return nil, err
 	}
-	e.Use(Resolve(r))
+	e.Use(Resolve(trust))
 	e.GET("/whoami", func(c *gin.Context) {
 		res, _ := Client(c)
 		c.JSON(http.StatusOK, gin.H{"client": res.Client.String(), "source": res.Source.String()})

@@ -42,8 +42,8 @@ func newPlainHandler(app http.Handler, tp trace.TracerProvider) http.Handler {
 
 // newHandler wraps app in the resolve middleware, observed by inst, inside
 // otelhttp's handler, so the middleware annotates otelhttp's server span.
-func newHandler(app http.Handler, r *clientip.Resolver, inst *otelsourceip.Instrumentation, tp trace.TracerProvider) (http.Handler, error) {
-	resolve, err := middleware.New(middleware.Config{Resolver: r, Observer: inst})
+func newHandler(app http.Handler, trust clientip.Trust, inst *otelsourceip.Instrumentation, tp trace.TracerProvider) (http.Handler, error) {
+	resolve, err := middleware.New(middleware.Config{Trust: trust, Observer: inst})
 	if err != nil {
 		return nil, err
 	}

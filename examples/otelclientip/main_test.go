@@ -157,7 +157,7 @@ func TestOpenTelemetry(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	pl, err := proxyproto.NewListener(inner, proxyproto.Config{
-		TrustedUpstreams: clientip.MustParsePrefixSet("10.0.0.0/8"),
+		Trust: clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8")}),
 		OnReject: func(r proxyproto.Rejection) {
 			h.inst.ObserveProxyRejection(r)
 			rej <- r

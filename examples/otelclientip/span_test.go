@@ -36,7 +36,7 @@ func TestClientAddressOverwritten(t *testing.T) {
 		Header:         "X-Forwarded-For",
 		Masquerade:     clientip.MustParsePrefixSet("192.0.2.0/24"),
 	})
-	resolve, err := middleware.New(middleware.Config{Resolver: r, Observer: inst})
+	resolve, err := middleware.New(middleware.Config{Trust: r, Observer: inst})
 	require.NoError(t, err)
 	h := resolve(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 

@@ -40,6 +40,7 @@ type options struct {
 	mqttAddr, httpAddr, adminAddr string
 
 	proxyTrusted       clientip.PrefixSet
+	proxyTrustedFile   string
 	proxyHeaderless    proxyproto.HeaderlessPolicy
 	proxyHeaderTimeout time.Duration
 
@@ -91,6 +92,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.adminAddr, "admin-addr", ":9090", "admin listener: /livez, /readyz, /metrics; empty disables")
 
 	fs.Var(prefixFlag{&o.proxyTrusted}, "proxy-trusted", "load balancers that must send a PROXY header on the MQTT port (addresses, CIDRs or loopback|private|linklocal|cgnat; repeatable); a header from anyone else is refused; unset: no PROXY protocol")
+	fs.StringVar(&o.proxyTrustedFile, "proxy-trusted-file", "", "file listing more load balancers for the MQTT port, beside -proxy-trusted (one address or CIDR per line, # comments); re-read on SIGHUP, each change logged as a diff; empty: none")
 	fs.TextVar(&o.proxyHeaderless, "proxy-headerless", proxyproto.HeaderlessRefuse, "refuse|allow connections from -proxy-trusted without a header (allow for TCP health checks)")
 	fs.DurationVar(&o.proxyHeaderTimeout, "proxy-header-timeout", proxyproto.DefaultReadHeaderTimeout, "deadline for the PROXY header")
 

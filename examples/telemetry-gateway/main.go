@@ -29,6 +29,7 @@ import (
 	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/demo"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/gateway"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/jetstream"
@@ -79,15 +80,37 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // first thing that went wrong: start-up, or a failure while serving (the
 // sink's), which Shutdown reports.
 func serve(ctx context.Context, o *options, logOut io.Writer) error {
+	var fileLBs clientip.PrefixSet
+	if o.proxyTrustedFile != "" {
+		var err error
+		if fileLBs, err = readTrustFile(o.proxyTrustedFile); err != nil {
+			return fmt.Errorf("-proxy-trusted-file: %w", err)
+		}
+	}
 	g, log, cleanup, err := build(o, logOut)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	var hup chan os.Signal // nil without -proxy-trusted-file: never ready
+	if o.proxyTrustedFile != "" {
+		if err := installTrustFile(g, fileLBs); err != nil {
+			return fmt.Errorf("-proxy-trusted-file: %w", err)
+		}
+		hup = make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
 	if err := g.Start(); err != nil {
 		return err
 	}
-	<-ctx.Done()
+	for ctx.Err() == nil {
+		select {
+		case <-hup:
+			reloadTrustFile(g, o.proxyTrustedFile, log)
+		case <-ctx.Done():
+		}
+	}
 	log.Info("signal received; shutting down", "drain_delay", o.drainDelay, "timeout", o.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()

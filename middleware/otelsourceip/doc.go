@@ -10,13 +10,17 @@
 // [New] takes a MeterProvider and a TracerProvider ([WithMeterProvider],
 // [WithTracerProvider]) and defaults to the global ones. An [Instrumentation]
 // is a [middleware.Observer], its ObserveProxyRejection method fits
-// proxyproto.Config.OnReject, and [Instrumentation.ObserveListener] exports
-// a PROXY listener's own counters:
+// proxyproto.Config.OnReject, [Instrumentation.ObserveListener] exports
+// a PROXY listener's own counters, [Instrumentation.ObserveStore] a trust
+// store's changes and [Instrumentation.ObserveRefresher] a range
+// refresher's state:
 //
 //	inst, err := otelsourceip.New()
-//	pl, err := proxyproto.NewListener(inner, proxyproto.Config{..., OnReject: inst.ObserveProxyRejection})
+//	pl, err := proxyproto.NewListener(inner, proxyproto.Config{Trust: trust, OnReject: inst.ObserveProxyRejection})
 //	reg, err := inst.ObserveListener("mqtt", pl) // reg.Unregister() after pl.Close()
-//	resolve, err := middleware.New(middleware.Config{Resolver: r, Observer: inst})
+//	reg, err = inst.ObserveStore("mqtt", trust)  // trust a *clientip.Store
+//	reg, err = inst.ObserveRefresher("cloudflare", refresher)
+//	resolve, err := middleware.New(middleware.Config{Trust: trust, Observer: inst})
 //	policy, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{Allow: ranges, Observer: inst})
 //
 // For connections resolved with middleware.NewListener, call
@@ -55,6 +59,21 @@
 //	sourceip.proxyproto.shed           {connection}  sourceip.reason (untrusted_budget, source_budget)
 //	sourceip.proxyproto.accept_errors  {error}
 //	sourceip.proxyproto.pending        {connection}  sourceip.trusted (an up-down counter)
+//
+// and, per trust store given to ObserveStore (sourceip.store when named) and
+// per range refresher given to ObserveRefresher (sourceip.ranges when named):
+//
+//	sourceip.trust.swaps                   {change}   sourceip.result (changed, unchanged, refused)
+//	sourceip.ranges.refreshes              {refresh}  sourceip.result (updated, unchanged, failed, rejected)
+//	sourceip.ranges.prefixes               {prefix}   a gauge: the set served now
+//	sourceip.ranges.age                    s          a gauge: since the set was last confirmed
+//	sourceip.ranges.last_success           s          a gauge: Unix time of the last success, absent before it
+//	sourceip.ranges.pending                {prefix}   a gauge: a set held back by the shrink or growth guard
+//	sourceip.ranges.consecutive_failures   {refresh}  a gauge: failures since the last success
+//
+// A refresher keeps serving its last good set however old it is; alert on
+// age and consecutive_failures, and on refused swaps, rather than on the
+// set alone.
 //
 // A connection that is shed (closed on arrival because the untrusted peers'
 // pending budget, or one source's share of it, is spent) never reaches

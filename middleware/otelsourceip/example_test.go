@@ -25,15 +25,16 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lbs := clientip.MustParsePrefixSet("10.0.0.0/24") // the load balancers
+	// The chain's one trust source: the load balancers.
+	trust := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/24")})
 
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
 	}
 	ln, err := proxyproto.NewListener(inner, proxyproto.Config{
-		TrustedUpstreams: lbs,
-		OnReject:         inst.ObserveProxyRejection,
+		Trust:    trust,
+		OnReject: inst.ObserveProxyRejection,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -46,7 +47,7 @@ func ExampleNew() {
 	defer reg.Unregister()
 
 	resolve, err := middleware.New(middleware.Config{
-		Resolver: clientip.MustNew(clientip.Config{TrustedProxies: lbs}),
+		Trust:    trust,
 		Observer: inst,
 	})
 	if err != nil {

@@ -61,8 +61,9 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // Instrumentation records resolutions, masquerade detections, policy denials
 // and PROXY refusals as metrics and span attributes. It implements
 // [middleware.Observer]; pass its ObserveProxyRejection method as
-// proxyproto.Config.OnReject, and hand each PROXY listener to
-// ObserveListener. It is safe for concurrent use.
+// proxyproto.Config.OnReject, hand each PROXY listener to ObserveListener,
+// each trust store to ObserveStore and each range refresher to
+// ObserveRefresher. It is safe for concurrent use.
 type Instrumentation struct {
 	tracer trace.Tracer
 	meter  metric.Meter
@@ -76,6 +77,9 @@ type Instrumentation struct {
 	shed         metric.Int64ObservableCounter
 	acceptErrors metric.Int64ObservableCounter
 	pending      metric.Int64ObservableUpDownCounter
+
+	// Read from range refreshers and trust stores when the meter collects.
+	trust trustInstruments
 
 	// Measurement options built once, indexed by source, outcome and reason,
 	// so that recording builds no attribute set.
@@ -139,7 +143,7 @@ func New(opts ...Option) (*Instrumentation, error) {
 	in.pending, e = m.Int64ObservableUpDownCounter(ProxyPendingName,
 		metric.WithDescription("Connections a PROXY protocol listener holds while they wait for their header or for Accept, by whether the peer is a trusted upstream."),
 		metric.WithUnit("{connection}"))
-	err = errors.Join(err, e)
+	err = errors.Join(err, e, in.trust.create(m))
 	if err != nil {
 		return nil, err
 	}
@@ -264,12 +268,7 @@ func (in *Instrumentation) ObserveProxyRejection(rej proxyproto.Rejection) {
 // as "mqtt" or "health", never an address. Call Unregister on the result
 // when l is closed. Collecting does not allocate beyond what the meter does.
 func (in *Instrumentation) ObserveListener(name string, l *proxyproto.Listener) (metric.Registration, error) {
-	opt := func(kv ...attribute.KeyValue) []metric.ObserveOption {
-		if name != "" {
-			kv = append(kv, ListenerKey.String(name))
-		}
-		return []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
-	}
+	opt := func(kv ...attribute.KeyValue) []metric.ObserveOption { return observeOpts(ListenerKey, name, kv...) }
 	var shedOpts [numShed][]metric.ObserveOption
 	for r := range shedOpts {
 		shedOpts[r] = opt(ReasonKey.String(proxyproto.ShedReason(r).String()))

@@ -140,7 +140,7 @@ func TestObserveAllocs(t *testing.T) {
 	}), "observing allocates on no-op providers")
 
 	r := clientip.MustNew(clientip.Config{TrustedProxies: clientip.Private(), Header: "X-Forwarded-For"})
-	mw, err := middleware.New(middleware.Config{Resolver: r, Observer: in})
+	mw, err := middleware.New(middleware.Config{Trust: r, Observer: in})
 	require.NoError(t, err)
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	req := httptest.NewRequest("GET", "/", nil)

@@ -45,28 +45,24 @@ type Observation struct {
 	Err         string     `json:"err,omitempty"` // masqueraded, all-trusted or the error text
 }
 
-// Setup is how the backend is configured for one scenario: the
-// clientip configuration, and the Load balancers it accepts PROXY headers
-// from (none: no header is believed, and one from anybody closes the
-// connection).
+// Setup is how the backend is configured for one scenario: the clientip
+// configuration, the one trust source of the pod's chain, and whether its
+// PROXY listener reads headers under it (false: no header is believed, and
+// one from anybody closes the connection).
 type Setup struct {
-	Resolver     clientip.Config
-	ProxyTrusted clientip.PrefixSet
+	Resolver    clientip.Config
+	ProxyHeader bool
 }
 
 // SetupFor configures the backend as the model recommends for e: the
-// resolver from Expectation.Config, and a PROXY listener trusting the same
-// hops when the path carries a PROXY header.
+// resolver from Expectation.Config, which the PROXY listener also trusts
+// when the path carries a PROXY header.
 func SetupFor(e trafficpolicy.Expectation, n trafficpolicy.Network) (Setup, error) {
 	cfg, err := e.Config(n)
 	if err != nil {
 		return Setup{}, err
 	}
-	s := Setup{Resolver: cfg}
-	if e.ProxyHeader {
-		s.ProxyTrusted = cfg.TrustedProxies
-	}
-	return s, nil
+	return Setup{Resolver: cfg, ProxyHeader: e.ProxyHeader}, nil
 }
 
 // PodState is the condition of a pod's endpoint.
@@ -114,8 +110,14 @@ func (p *Pod) Serve(setup Setup) error {
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", p.Name, err)
 	}
+	// One trust source for the chain: the listener reads PROXY headers
+	// under the resolver that resolves the connection, or none at all.
+	var trust clientip.Trust
+	if setup.ProxyHeader {
+		trust = res
+	}
 	ln, err := proxyproto.NewListener(inner, proxyproto.Config{
-		TrustedUpstreams:  setup.ProxyTrusted,
+		Trust:             trust,
 		ReadHeaderTimeout: 2 * time.Second,
 		OnReject: func(r proxyproto.Rejection) {
 			p.rmu.Lock()
@@ -189,7 +191,7 @@ func (p *Pod) handle(c net.Conn, res *clientip.Resolver) {
 		return
 	}
 	f, _ := proxyproto.FactsFromConn(c)
-	r, rerr := res.Resolve(f.Transport(), nil)
+	r, rerr := proxyproto.ResolverFromConn(c, res).Resolve(f.Transport(), nil)
 	o := Observation{
 		Tag:          strings.TrimSpace(tag),
 		Pod:          p.Name,

@@ -58,7 +58,7 @@ func start(t *testing.T, hs, connect time.Duration) *fixture {
 	require.NoError(t, err)
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	pl, err := proxyproto.NewListener(tcp, proxyproto.Config{TrustedUpstreams: clientip.Loopback()})
+	pl, err := proxyproto.NewListener(tcp, proxyproto.Config{Trust: clientip.MustNew(clientip.Config{TrustedProxies: clientip.Loopback()})})
 	require.NoError(t, err)
 	f := &fixture{addr: tcp.Addr().String(), ca: ca, failures: make(chan Failure, 16), infos: make(chan *Info, 16)}
 	l, err := New(Config{

@@ -44,14 +44,18 @@ type Gateway struct {
 	cfg     Config
 	log     *slog.Logger
 	met     *instruments
-	mqttRes *clientip.Resolver
-	httpRes *clientip.Resolver
 	allow   *middleware.SourceRanges // nil: allow all resolved clients
 	limiter *ratelimit.Limiter
 	masq    *masqWarner
 	store   Store      // where readings go: sink, or Config.Store
 	sink    *sink.Sink // the JSON Lines sink; nil with Config.Store
 	disk    *diskWatch // nil: free space not checked
+
+	// Each chain has one trust source that every layer of it reads: the
+	// PROXY listener, the connection listener and the resolver for MQTT;
+	// the middleware for HTTP. The MQTT chain's can change while serving.
+	mqttTrust *clientip.Store
+	httpTrust *clientip.Resolver
 
 	srv       *mqtt.Server
 	srvClose  func()
@@ -108,12 +112,15 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	// The MQTT chain: the load balancers are the only trusted hops, and
-	// they speak PROXY protocol.
-	if g.mqttRes, err = clientip.New(clientip.Config{TrustedProxies: cfg.ProxyTrusted, Masquerade: cfg.Masquerade}); err != nil {
+	// they speak PROXY protocol. Its trust is a Store, so that the load
+	// balancers can change without a restart (MQTTTrust); every change is
+	// logged as a diff.
+	if g.mqttTrust, err = clientip.NewStore(clientip.Config{TrustedProxies: cfg.ProxyTrusted, Masquerade: cfg.Masquerade},
+		clientip.StoreOptions{Logger: g.log.With("chain", "mqtt")}); err != nil {
 		return nil, fmt.Errorf("gateway: MQTT resolver: %w", err)
 	}
 	if cfg.HTTPAddr != "" {
-		if g.httpRes, err = clientip.New(clientip.Config{TrustedProxies: cfg.HTTPTrusted, Header: cfg.HTTPHeader, Masquerade: cfg.Masquerade}); err != nil {
+		if g.httpTrust, err = clientip.New(clientip.Config{TrustedProxies: cfg.HTTPTrusted, Header: cfg.HTTPHeader, Masquerade: cfg.Masquerade}); err != nil {
 			return nil, fmt.Errorf("gateway: HTTP resolver: %w", err)
 		}
 	}
@@ -163,6 +170,13 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	return g, nil
 }
+
+// MQTTTrust returns the MQTT chain's trust: the one source the PROXY
+// listener, the connection listener and the resolver read. Swap, Update or
+// SetRanges on it change which load balancers are believed from the next
+// connection on; connections already accepted keep the trust they were
+// judged with. Changes are logged as a diff.
+func (g *Gateway) MQTTTrust() *clientip.Store { return g.mqttTrust }
 
 // Sink returns the gateway's JSON Lines sink, for its statistics; nil when
 // Config.Store replaced it.
@@ -217,7 +231,7 @@ func (g *Gateway) startMQTT() error {
 		return fmt.Errorf("gateway: MQTT listener: %w", err)
 	}
 	g.proxyLn, err = proxyproto.NewListener(tcp, proxyproto.Config{
-		TrustedUpstreams:  g.cfg.ProxyTrusted,
+		Trust:             g.mqttTrust,
 		Headerless:        g.cfg.ProxyHeaderless,
 		ReadHeaderTimeout: g.cfg.ProxyHeaderTimeout,
 		OnReject:          g.onProxyReject,
@@ -228,7 +242,7 @@ func (g *Gateway) startMQTT() error {
 	}
 	g.chainLn, err = chain.New(chain.Config{
 		ID:               "mqtts",
-		Inner:            middleware.NewListener(g.proxyLn, g.mqttRes),
+		Inner:            middleware.NewListener(g.proxyLn, g.mqttTrust),
 		TLS:              g.cfg.TLS,
 		HandshakeTimeout: g.cfg.HandshakeTimeout,
 		ConnectTimeout:   g.cfg.ConnectTimeout,

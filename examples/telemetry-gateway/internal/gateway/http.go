@@ -144,7 +144,7 @@ func (g *Gateway) httpError(w http.ResponseWriter, r *http.Request, code int, ms
 
 func (g *Gateway) router() (http.Handler, error) {
 	resolve, err := middleware.New(middleware.Config{
-		Resolver: g.httpRes,
+		Trust:    g.httpTrust,
 		Observer: resolveObserver{g},
 		OnError: func(w http.ResponseWriter, r *http.Request, _ clientip.Result, err error) {
 			g.httpError(w, r, http.StatusBadRequest, "cannot tell who the client is: "+middleware.OutcomeOf(err).String())

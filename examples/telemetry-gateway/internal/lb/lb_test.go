@@ -17,7 +17,7 @@ func TestForwardsWithHeaderFromSource(t *testing.T) {
 	for _, v := range []uint8{1, 2} {
 		inner, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
-		pl, err := proxyproto.NewListener(inner, proxyproto.Config{TrustedUpstreams: clientip.MustParsePrefixSet("127.0.0.200")})
+		pl, err := proxyproto.NewListener(inner, proxyproto.Config{Trust: clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.200")})})
 		require.NoError(t, err)
 		defer pl.Close()
 		l, err := Start(Config{Listen: "127.0.0.1:0", Backend: inner.Addr().String(), Source: netip.MustParseAddr("127.0.0.200"), Version: v})

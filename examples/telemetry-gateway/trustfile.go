@@ -1,0 +1,68 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/clientip/ranges"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/gateway"
+)
+
+// trustFileRanges is the name of -proxy-trusted-file's set in the MQTT
+// chain's trust store; its changes are logged under it.
+const trustFileRanges = "proxy-trusted-file"
+
+// maxTrustFileBytes bounds -proxy-trusted-file.
+const maxTrustFileBytes = 1 << 20
+
+// readTrustFile reads a list of load balancers: one address or CIDR prefix
+// per line, '#' comments, as clientip/ranges reads a plain CIDR list. A file
+// without any entry is the empty set: it trusts no load balancer.
+func readTrustFile(path string) (clientip.PrefixSet, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return clientip.PrefixSet{}, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTrustFileBytes+1))
+	if err != nil {
+		return clientip.PrefixSet{}, err
+	}
+	if len(b) > maxTrustFileBytes {
+		return clientip.PrefixSet{}, fmt.Errorf("%s: larger than %d bytes", path, maxTrustFileBytes)
+	}
+	set, err := ranges.ParseCIDRList(b)
+	if errors.Is(err, ranges.ErrEmpty) {
+		return clientip.PrefixSet{}, nil
+	}
+	if err != nil {
+		return clientip.PrefixSet{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return set, nil
+}
+
+// installTrustFile puts the load balancers of -proxy-trusted-file in the
+// MQTT chain's trust, beside -proxy-trusted; the store logs the change as a
+// diff. The MQTT chain reads no header, so no set of load balancers makes
+// its configuration invalid.
+func installTrustFile(g *gateway.Gateway, set clientip.PrefixSet) error {
+	_, err := g.MQTTTrust().SetRanges(trustFileRanges, set)
+	return err
+}
+
+// reloadTrustFile re-reads path on SIGHUP and installs it: a file that
+// cannot be read or parsed is logged, and the trust in force stays.
+func reloadTrustFile(g *gateway.Gateway, path string, log *slog.Logger) {
+	log.Info("SIGHUP: reloading -proxy-trusted-file", "path", path)
+	set, err := readTrustFile(path)
+	if err == nil {
+		err = installTrustFile(g, set)
+	}
+	if err != nil {
+		log.Error("-proxy-trusted-file not reloaded; the load balancers in force stay", "error", err.Error())
+	}
+}
