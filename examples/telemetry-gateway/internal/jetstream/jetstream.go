@@ -36,7 +36,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -224,7 +223,7 @@ func (s *Sink) checkStream(ctx context.Context) error {
 // (Result.Duplicate when the id was already stored), from nats.go's
 // goroutine. It blocks while MaxPending publishes wait, until ctx is done.
 func (s *Sink) Submit(ctx context.Context, rec *sink.Record, done func(sink.Result, error)) error {
-	data, err := json.Marshal(rec)
+	data, err := rec.AppendJSON(make([]byte, 0, 512+len(rec.Payload)))
 	if err != nil {
 		return err
 	}

@@ -408,7 +408,7 @@ func (s *Sink) Submit(ctx context.Context, rec *Record, done func(Result, error)
 	if p := s.failed.Load(); p != nil {
 		return *p
 	}
-	line, err := json.Marshal(rec)
+	line, err := rec.AppendJSON(make([]byte, 0, 512+len(rec.Payload)))
 	if err != nil {
 		return err
 	}
