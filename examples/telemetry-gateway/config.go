@@ -16,6 +16,7 @@ import (
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/gateway"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/jetstream"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/sourceip/sourceip/proxyproto"
@@ -59,8 +60,12 @@ type options struct {
 	sinkMinFree       byteSize
 	sinkCheckInterval time.Duration
 	sinkMaxDevices    int
-	maxPayload        int
-	topicPrefix       string
+
+	natsURL, natsStream, natsSubject string
+	natsReplicas, natsMaxPending     int
+	natsAckTimeout, natsDuplicates   time.Duration
+	maxPayload                       int
+	topicPrefix                      string
 
 	rate        float64
 	rateBurst   int
@@ -114,6 +119,13 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.Var(&o.sinkMinFree, "sink-min-free", "not ready while the sink's file system has less free space than this (bytes, or with a KiB, MiB or GiB suffix); 0 disables the check")
 	fs.DurationVar(&o.sinkCheckInterval, "sink-check-interval", gateway.DefaultSinkCheckInterval, "how often the free space of -sink-min-free is checked")
 	fs.IntVar(&o.sinkMaxDevices, "sink-max-devices", sink.DefaultMaxDevices, "devices whose recent sequence numbers the sink remembers to recognise redeliveries; each costs about 700 bytes of memory (see README)")
+	fs.StringVar(&o.natsURL, "nats-url", "", "store readings in NATS JetStream instead of -sink: the servers, comma-separated (nats://host:4222,...); for replicas behind one load balancer")
+	fs.StringVar(&o.natsStream, "nats-stream", "TELEMETRY", "with -nats-url: the JetStream stream that stores the readings")
+	fs.StringVar(&o.natsSubject, "nats-subject", "telemetry", "with -nats-url: readings are published to <subject>.<device>; the stream must capture <subject>.>")
+	fs.IntVar(&o.natsReplicas, "nats-replicas", 0, "with -nats-url: create the stream with this many replicas (1 to 5) if it does not exist; 0 requires an existing stream")
+	fs.DurationVar(&o.natsDuplicates, "nats-duplicates", jetstream.DefaultDuplicates, "with -nats-replicas: the duplicate window of a created stream; it must outlast a device's reconnect and retry")
+	fs.DurationVar(&o.natsAckTimeout, "nats-ack-timeout", jetstream.DefaultAckTimeout, "with -nats-url: how long a reading waits for JetStream's acknowledgement before the device is disconnected and sends it again")
+	fs.IntVar(&o.natsMaxPending, "nats-max-pending", jetstream.DefaultMaxPending, "with -nats-url: readings waiting for JetStream's acknowledgement at most; devices are slowed down beyond")
 	fs.IntVar(&o.maxPayload, "max-payload", 64<<10, "largest reading in bytes")
 	fs.StringVar(&o.topicPrefix, "topic-prefix", "telemetry/", "topics devices may publish to")
 
@@ -202,6 +214,29 @@ func (o *options) check(from map[string]string) []error {
 	}
 	if o.sinkMaxDevices <= 0 {
 		bad("sink-max-devices", o.sinkMaxDevices, "want at least 1 device")
+	}
+	if o.natsURL != "" {
+		if from["sink"] != "-sink" || o.sinkPath != "telemetry.jsonl" {
+			bad("sink", o.sinkPath, "contradicts %s: readings go to JetStream or to a file, not both", from["nats-url"])
+		}
+		if o.natsStream == "" || strings.ContainsAny(o.natsStream, ".*> \t") {
+			bad("nats-stream", fmt.Sprintf("%q", o.natsStream), "want a stream name without '.', '*', '>' or spaces")
+		}
+		if o.natsSubject == "" || strings.ContainsAny(o.natsSubject, "*> \t") || strings.HasSuffix(o.natsSubject, ".") || strings.HasPrefix(o.natsSubject, ".") {
+			bad("nats-subject", fmt.Sprintf("%q", o.natsSubject), "want subject tokens without wildcards, such as telemetry")
+		}
+		if o.natsReplicas < 0 || o.natsReplicas > 5 {
+			bad("nats-replicas", o.natsReplicas, "want 1 to 5 (0: the stream must exist)")
+		}
+		if o.natsMaxPending <= 0 {
+			bad("nats-max-pending", o.natsMaxPending, "want at least 1 reading")
+		}
+		if o.natsAckTimeout <= 0 {
+			bad("nats-ack-timeout", o.natsAckTimeout, "want a duration > 0")
+		}
+		if o.natsDuplicates <= 0 {
+			bad("nats-duplicates", o.natsDuplicates, "want a duration > 0")
+		}
 	}
 	if err := gateway.CheckTopicPrefix(o.topicPrefix); err != nil {
 		bad("topic-prefix", fmt.Sprintf("%q", o.topicPrefix), "%v", err)

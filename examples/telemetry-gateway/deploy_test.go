@@ -92,10 +92,52 @@ func TestManifestsUseRealFlags(t *testing.T) {
 			assert.True(t, known[m[1]], "%s: %s is not a flag's environment variable", f, m[1])
 		}
 	}
-	// The Deployment keeps the promises the README makes.
-	dep := string(mustRead(t, "deploy/deployment.yaml"))
-	for _, want := range []string{"topologyKey: kubernetes.io/hostname", "path: /readyz", "path: /livez", "preStop:", "terminationGracePeriodSeconds:", "resources:"} {
-		assert.Contains(t, dep, want, "deployment.yaml")
+	// The Deployments keep the promises the README makes.
+	for _, name := range deployments {
+		dep := string(mustRead(t, filepath.Join("deploy", name)))
+		for _, want := range []string{"topologyKey: kubernetes.io/hostname", "path: /readyz", "path: /livez", "preStop:", "terminationGracePeriodSeconds:", "resources:"} {
+			assert.Contains(t, dep, want, name)
+		}
+	}
+}
+
+// deployments are the Deployment variants: the JSON Lines sink, and replicas
+// on JetStream.
+var deployments = []string{"deployment.yaml", "deployment-jetstream.yaml"}
+
+// TestReplicasShareTheirStore: a Deployment with more than one replica
+// stores readings in JetStream, which every replica shares; with the JSON
+// Lines sink each replica would recognise only the redeliveries it stored
+// itself, and store the others twice (issue 13).
+func TestReplicasShareTheirStore(t *testing.T) {
+	for _, name := range deployments {
+		var dep struct {
+			Spec struct {
+				Replicas int `json:"replicas"`
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Env []struct {
+								Name  string `json:"name"`
+								Value string `json:"value"`
+							} `json:"env"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		require.NoError(t, yaml.Unmarshal(mustRead(t, filepath.Join("deploy", name)), &dep), name)
+		env := map[string]string{}
+		for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		o, err := parseOptions(nil, func(k string) string { return env[k] }, io.Discard)
+		require.NoError(t, err, "%s: its environment is a valid configuration", name)
+		t.Logf("%s: %d replicas, nats-url %q", name, dep.Spec.Replicas, o.natsURL)
+		if dep.Spec.Replicas > 1 {
+			assert.NotEmpty(t, o.natsURL, "%s: %d replicas with a sink each", name, dep.Spec.Replicas)
+			assert.GreaterOrEqual(t, o.natsReplicas, 3, "%s: the stream it creates survives a NATS server", name)
+		}
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -31,6 +32,7 @@ import (
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/demo"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/gateway"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/jetstream"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/sourceip/sourceip/internal/version"
 	"go.opentelemetry.io/otel/exporters/prometheus"
@@ -141,12 +143,35 @@ func build(o *options, logOut io.Writer) (*gateway.Gateway, *slog.Logger, func()
 		cleanup()
 		return nil, nil, nil, err
 	}
+	if o.natsURL != "" {
+		if cfg.Store, err = o.jetStream(log); err != nil {
+			cleanup()
+			return nil, nil, nil, err
+		}
+	}
 	g, err := gateway.New(cfg)
 	if err != nil {
+		if cfg.Store != nil {
+			cfg.Store.Close()
+		}
 		cleanup()
 		return nil, nil, nil, err
 	}
 	return g, log, cleanup, nil
+}
+
+// jetStream connects to the JetStream stream that -nats-url and the flags
+// after it name, creating it with -nats-replicas.
+func (o *options) jetStream(log *slog.Logger) (*jetstream.Sink, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	host, _ := os.Hostname()
+	return jetstream.Open(ctx, jetstream.Config{
+		URL: o.natsURL, Stream: o.natsStream, Subject: o.natsSubject,
+		Replicas: o.natsReplicas, Duplicates: o.natsDuplicates,
+		MaxPending: o.natsMaxPending, AckTimeout: o.natsAckTimeout,
+		Name: "telemetry-gateway " + host, Logger: log,
+	})
 }
 
 // gatewayConfig turns the options into the gateway's configuration.

@@ -71,9 +71,19 @@ type Config struct {
 	// its goroutine; zero means 30 seconds.
 	HTTPReadTimeout time.Duration
 
-	// Sink configures the durable sink (Path is required); New opens it and
-	// Shutdown closes it. A zero MaxLineBytes is set to fit MaxPayload.
+	// Sink configures the durable JSON Lines sink (Path is required unless
+	// Store is set); New opens it and Shutdown closes it. A zero
+	// MaxLineBytes is set to fit MaxPayload.
 	Sink sink.Config
+	// Store, when set, replaces the JSON Lines sink: readings go there (a
+	// JetStream stream shared by replicas, say), Sink and SinkMinFree are
+	// ignored, and Shutdown closes it.
+	Store Store
+	// ReceiveMaximum is how many QoS 1 readings one connection may have
+	// waiting for their acknowledgement (announced to MQTT 5 clients, which
+	// are disconnected when they exceed it; MQTT 3.1.1 clients are read no
+	// further until one is acknowledged). Zero means DefaultReceiveMaximum.
+	ReceiveMaximum uint16
 	// SinkMinFree is the free space the sink's file system must keep for the
 	// gateway to report ready; it is checked at New and every
 	// SinkCheckInterval (zero: DefaultSinkCheckInterval). Zero disables the
@@ -141,13 +151,17 @@ const (
 	// MaxPayloadLimit is the largest MaxPayload: MQTT's largest packet
 	// (256 MiB) less room for the topic and properties.
 	MaxPayloadLimit = 256<<20 - 64<<10
+	// DefaultReceiveMaximum is the QoS 1 readings a connection may have
+	// waiting: enough to keep a device's window full through a group
+	// commit, small enough that 10,000 busy devices queue a bounded amount.
+	DefaultReceiveMaximum = 256
 )
 
 // check refuses a configuration the gateway cannot serve safely.
 func (cfg *Config) check() error {
 	var errs []error
-	if cfg.MQTTAddr == "" || cfg.TLS == nil || cfg.Sink.Path == "" {
-		errs = append(errs, errors.New("MQTTAddr, TLS and Sink.Path are required"))
+	if cfg.MQTTAddr == "" || cfg.TLS == nil || (cfg.Sink.Path == "" && cfg.Store == nil) {
+		errs = append(errs, errors.New("MQTTAddr, TLS and Sink.Path are required (or a Store instead of Sink.Path)"))
 	}
 	if err := checkClientAuth(cfg.TLS); err != nil {
 		errs = append(errs, err)

@@ -47,7 +47,8 @@ type Gateway struct {
 	allow   *middleware.SourceRanges // nil: allow all resolved clients
 	limiter *ratelimit.Limiter
 	masq    *masqWarner
-	sink    *sink.Sink
+	store   Store      // where readings go: sink, or Config.Store
+	sink    *sink.Sink // the JSON Lines sink; nil with Config.Store
 	disk    *diskWatch // nil: free space not checked
 
 	// Each chain has one trust source that every layer of it reads: the
@@ -99,6 +100,9 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Sink.MaxLineBytes == 0 {
 		cfg.Sink.MaxLineBytes = sink.LineBytesFor(cfg.MaxPayload)
 	}
+	if cfg.ReceiveMaximum == 0 {
+		cfg.ReceiveMaximum = DefaultReceiveMaximum
+	}
 	if cfg.SinkCheckInterval == 0 {
 		cfg.SinkCheckInterval = DefaultSinkCheckInterval
 	}
@@ -133,6 +137,10 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: rate limit: %w", err)
 	}
 	g.masq = &masqWarner{every: cfg.MasqueradeWarnEvery, log: g.log, seen: make(map[netip.Addr]*masqState)}
+	if cfg.Store != nil {
+		g.store = cfg.Store
+		return g, nil
+	}
 	sc := cfg.Sink
 	if next := sc.OnCommit; next != nil {
 		sc.OnCommit = func(n, b int, d time.Duration, err error) { g.met.onCommit(n, b, d, err); next(n, b, d, err) }
@@ -142,6 +150,7 @@ func New(cfg Config) (*Gateway, error) {
 	if g.sink, err = sink.Open(sc); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err) // it says "sink: …"
 	}
+	g.store = g.sink
 	st := g.sink.Stats()
 	if st.TornBytes > 0 {
 		g.log.Warn("sink: cut a torn last line left by a crash (it was never acknowledged)", "path", sc.Path, "bytes", st.TornBytes)
@@ -169,14 +178,19 @@ func New(cfg Config) (*Gateway, error) {
 // judged with. Changes are logged as a diff.
 func (g *Gateway) MQTTTrust() *clientip.Store { return g.mqttTrust }
 
-// Sink returns the gateway's sink, for its statistics.
+// Sink returns the gateway's JSON Lines sink, for its statistics; nil when
+// Config.Store replaced it.
 func (g *Gateway) Sink() *sink.Sink { return g.sink }
+
+// Store returns where the gateway puts readings: the JSON Lines sink or
+// Config.Store.
+func (g *Gateway) Store() Store { return g.store }
 
 // Start binds every listener and starts serving. The addresses are known
 // when it returns.
 func (g *Gateway) Start() error {
 	if err := g.startMQTT(); err != nil {
-		g.sink.Close()
+		g.store.Close()
 		return err
 	}
 	if g.cfg.HTTPAddr != "" {
@@ -243,9 +257,18 @@ func (g *Gateway) startMQTT() error {
 	caps.MaximumPacketSize = uint32(max(g.cfg.MaxPayload, 64<<10) + 4096)
 	caps.MaximumSessionExpiryInterval = 3600
 	caps.RetainAvailable = 0 // ingest only: nobody may subscribe
+	caps.ReceiveMaximum = g.cfg.ReceiveMaximum
+	// What an idle device costs (README, "Memory per device"): mochi gives
+	// every client a queue of MaximumClientWritesPending outgoing messages
+	// (8192 pointers, 64 KiB, by default), which only subscribers use, and
+	// remembers up to TopicAliasMaximum inbound topic aliases of MQTT 5
+	// clients (65,535 topics by default, unbounded in bytes).
+	caps.MaximumClientWritesPending = clientWritesPending
+	caps.TopicAliasMaximum = topicAliasMaximum
 	g.srv = mqtt.New(&mqtt.Options{
-		Capabilities: caps,
-		Logger:       slog.New(&mochiLogFilter{next: g.log.With("component", "mochi").Handler(), min: g.cfg.MochiLogLevel}),
+		Capabilities:            caps,
+		ClientNetReadBufferSize: clientReadBuffer,
+		Logger:                  slog.New(&mochiLogFilter{next: g.log.With("component", "mochi").Handler(), min: g.cfg.MochiLogLevel}),
 	})
 	g.srvClose = sync.OnceFunc(func() { _ = g.srv.Close() }) // Close panics when called twice
 	g.hook = &hook{g: g}
@@ -259,6 +282,15 @@ func (g *Gateway) startMQTT() error {
 	}
 	return g.srv.Serve()
 }
+
+// Per-client sizes of the embedded broker; see startMQTT.
+const (
+	clientWritesPending = 16
+	topicAliasMaximum   = 16
+	// clientReadBuffer is mochi's bufio.Reader over the TLS connection,
+	// which holds a whole record already: a reading is a few hundred bytes.
+	clientReadBuffer = 1024
+)
 
 // MQTTAddr returns the MQTT listener's address.
 func (g *Gateway) MQTTAddr() string {
@@ -294,7 +326,7 @@ func (g *Gateway) Ready() error {
 	case g.draining.Load():
 		return errors.New("draining")
 	}
-	if err := g.sink.Healthy(); err != nil {
+	if err := g.store.Healthy(); err != nil {
 		return fmt.Errorf("sink: %w", err)
 	}
 	if g.disk != nil {
@@ -328,7 +360,7 @@ func (g *Gateway) Shutdown(ctx context.Context, drainDelay time.Duration) error 
 			}
 		}
 		err = g.stopAll(ctx)
-		st := g.sink.Stats()
+		st := g.store.Stats()
 		attrs := []slog.Attr{slog.Uint64("records", st.Records), slog.Uint64("duplicates", st.Duplicates), slog.Uint64("batches", st.Batches)}
 		if err != nil {
 			g.log.LogAttrs(ctx, slog.LevelError, "gateway stopped with an error", append(attrs, slog.String("error", err.Error()))...)
@@ -342,6 +374,9 @@ func (g *Gateway) Shutdown(ctx context.Context, drainDelay time.Duration) error 
 func (g *Gateway) stopAll(ctx context.Context) error {
 	var errs []error
 	done := make(chan struct{})
+	if g.hook != nil {
+		g.hook.sessions.Range(func(_, v any) bool { v.(*session).acks.release(); return true })
+	}
 	go func() { g.stopMQTT(); close(done) }()
 	if g.httpSrv != nil {
 		errs = append(errs, g.httpSrv.Shutdown(ctx))
@@ -354,7 +389,7 @@ func (g *Gateway) stopAll(ctx context.Context) error {
 	if g.disk != nil && g.started.Load() {
 		g.disk.close()
 	}
-	if err := g.sink.Close(); err != nil && !errors.Is(err, sink.ErrClosed) {
+	if err := g.store.Close(); err != nil && !errors.Is(err, sink.ErrClosed) {
 		errs = append(errs, err) // it says "sink: …"
 	}
 	if g.kubeSrv != nil {

@@ -233,7 +233,7 @@ func (g *Gateway) ingest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := &sink.Record{ID: rd.Key(), Device: rd.Device, Seq: rd.Seq, Received: time.Now().UTC(), Protocol: "http", Payload: rd.Compact, Provenance: provenance(res)}
-	out, err := g.sink.Append(ctx, rec)
+	out, err := g.submitAndWait(ctx, rec)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):

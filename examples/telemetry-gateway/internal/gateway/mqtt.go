@@ -143,6 +143,7 @@ type session struct {
 	prov     sink.Provenance
 	key      ratelimit.Key
 	start    time.Time
+	acks     *ackQueue
 	accepted atomic.Uint64
 	refused  atomic.Uint64
 }
@@ -235,7 +236,7 @@ func connectionOf(cl *mqtt.Client) Connection {
 // here.
 func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	c := connectionOf(cl)
-	s := &session{conn: c, prov: c.provenance(), start: time.Now()}
+	s := &session{conn: c, prov: c.provenance(), start: time.Now(), acks: newAckQueue(cl, int(h.g.cfg.ReceiveMaximum))}
 	s.key = ratelimit.Key{Prefix: clientip.RateLimitKey(c.Result.Client)}
 	if c.Result.Masqueraded {
 		// The node's address stands for every client it forwards: limit
@@ -273,10 +274,16 @@ func (h *hook) OnACLCheck(_ *mqtt.Client, topic string, write bool) bool {
 	return write && strings.HasPrefix(topic, h.g.cfg.TopicPrefix)
 }
 
-// OnPublish runs on the client's read loop before mochi acknowledges: the
-// reading is rate limited, validated and made durable here, and only a nil
-// error lets the PUBACK go out. A QoS 0 reading, which nobody acknowledges,
-// is queued for the sink without waiting for its fsync.
+// OnPublish runs on the client's read loop. The reading is rate limited,
+// validated and handed to the store; only a durable reading is acknowledged.
+//
+// A QoS 1 reading is acknowledged by the session's ackQueue once the store
+// has answered, in the order the readings arrived, so the read loop goes on
+// to the next reading at once and a device's whole window shares one commit;
+// the hook returns packets.ErrRejectPacket, for which mochi writes nothing.
+// A QoS 0 reading, which nobody acknowledges, is queued without waiting. A
+// QoS 2 reading waits for the acknowledgements before it and for its own
+// commit, and mochi writes its PUBREC when the hook returns nil.
 func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	g := h.g
 	v, _ := h.sessions.Load(cl)
@@ -285,64 +292,124 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		return pk, packets.ErrRejectPacket
 	}
 	ctx := context.Background()
+	v5 := cl.Properties.ProtocolVersion == 5
+	var p *pendingAck
+	switch pk.FixedHeader.Qos {
+	case 1:
+		var err error
+		if p, err = s.acks.add(pk.PacketID, v5); err != nil {
+			g.log.Warn("mqtt client exceeded the receive maximum", "conn", s.conn.Conn, "client_id", cl.ID, "receive_maximum", g.cfg.ReceiveMaximum)
+			_ = g.srv.DisconnectClient(cl, packets.ErrReceiveMaximum)
+			return pk, packets.ErrRejectPacket
+		}
+		if p == nil { // a retransmission of a reading still waiting: it gets that one's PUBACK
+			return pk, packets.ErrRejectPacket
+		}
+	case 2:
+		s.acks.waitIdle()
+	}
+	rec, outcome, code, err := h.record(cl, pk, s)
+	if err != nil {
+		return h.refuse(ctx, cl, pk, s, p, outcome, code, err)
+	}
+	switch pk.FixedHeader.Qos {
+	case 0: // nobody waits for an acknowledgement: queue it and read on
+		err = g.store.Submit(ctx, rec, nil)
+	case 1:
+		err = g.store.Submit(ctx, rec, func(res sink.Result, err error) { h.stored(cl, s, p, rec, res, err) })
+	default:
+		var res sink.Result
+		if res, err = g.submitAndWait(ctx, rec); err == nil {
+			h.counted(cl, s, rec, res)
+			return pk, nil
+		}
+	}
+	if err != nil {
+		h.storeFailed(cl, s, rec, err)
+		if p != nil {
+			s.acks.answer(p, false, packets.CodeSuccess)
+		}
+	}
+	return pk, packets.ErrRejectPacket
+}
+
+// record rate limits, validates and checks pk, and returns the sink record,
+// or the outcome, reason code and error of its refusal.
+func (h *hook) record(cl *mqtt.Client, pk packets.Packet, s *session) (*sink.Record, string, packets.Code, error) {
+	g := h.g
 	d := g.limiter.Reserve(s.key, g.cfg.RateMaxWait)
 	if !d.Allowed {
-		return h.refuse(ctx, cl, pk, s, "rate_limited", packets.ErrQuotaExceeded, errors.New("rate limit exceeded"))
+		return nil, "rate_limited", packets.ErrQuotaExceeded, errors.New("rate limit exceeded")
 	}
 	if d.Delay > 0 {
 		// Slow the device down: mochi reads nothing more from this
 		// connection meanwhile, so TCP pushes back.
-		g.met.throttled.Add(ctx, 1)
+		g.met.throttled.Add(context.Background(), 1)
 		time.Sleep(d.Delay)
 	}
 	r, err := reading.Parse(pk.Payload, g.cfg.MaxPayload)
 	if err != nil {
-		return h.refuse(ctx, cl, pk, s, "invalid", packets.ErrPayloadFormatInvalid, err)
+		return nil, "invalid", packets.ErrPayloadFormatInvalid, err
 	}
 	if r.Device != cl.ID {
-		return h.refuse(ctx, cl, pk, s, "refused", packets.ErrNotAuthorized,
-			fmt.Errorf("reading names device %q but the MQTT client id is %q", r.Device, cl.ID))
+		return nil, "refused", packets.ErrNotAuthorized,
+			fmt.Errorf("reading names device %q but the MQTT client id is %q", r.Device, cl.ID)
 	}
-	rec := &sink.Record{
+	return &sink.Record{
 		ID: r.Key(), Device: r.Device, Seq: r.Seq, Received: time.Now().UTC(),
 		Protocol: "mqtt", Topic: pk.TopicName, QoS: pk.FixedHeader.Qos,
 		Payload: r.Compact, Provenance: s.prov,
-	}
-	var res sink.Result
-	if pk.FixedHeader.Qos == 0 {
-		// Nobody waits for an acknowledgement: queue it and read on.
-		err = g.sink.Enqueue(ctx, rec)
-	} else {
-		res, err = g.sink.Append(ctx, rec)
-	}
+	}, "", packets.CodeSuccess, nil
+}
+
+// stored is the store's answer for a QoS 1 reading, on the store's
+// goroutine: acknowledge it, or drop the connection without acknowledging.
+func (h *hook) stored(cl *mqtt.Client, s *session, p *pendingAck, rec *sink.Record, res sink.Result, err error) {
 	if err != nil {
-		// Not acknowledged: the device keeps the message. Disconnect it so
-		// that it sends the message again, to this gateway once the sink
-		// works or to another one; readiness already reports the failure.
-		g.log.Error("sink append failed", "conn", s.conn.Conn, "client_id", cl.ID, "id", rec.ID, "error", err)
-		g.met.message(ctx, "mqtt", "sink_error")
-		s.refused.Add(1)
-		if cl.Properties.ProtocolVersion == 5 {
-			_ = g.srv.DisconnectClient(cl, packets.ErrServerUnavailable)
-		} else {
-			cl.Stop(err)
-		}
-		return pk, packets.ErrRejectPacket
+		s.acks.drop()
+		go h.storeFailed(cl, s, rec, err) // it writes to the client: not on the store's goroutine
+		s.acks.answer(p, false, packets.CodeSuccess)
+		return
 	}
+	s.acks.answer(p, true, packets.CodeSuccess)
+	h.counted(cl, s, rec, res)
+}
+
+// counted counts a reading the store has.
+func (h *hook) counted(cl *mqtt.Client, s *session, rec *sink.Record, res sink.Result) {
+	g := h.g
 	s.accepted.Add(1)
 	if res.Duplicate {
-		g.met.message(ctx, "mqtt", "duplicate")
+		g.met.message(context.Background(), "mqtt", "duplicate")
 		g.log.Debug("mqtt duplicate reading", "conn", s.conn.Conn, "client_id", cl.ID, "id", rec.ID)
 	} else {
-		g.met.message(ctx, "mqtt", "accepted")
+		g.met.message(context.Background(), "mqtt", "accepted")
 	}
-	return pk, nil
+}
+
+// storeFailed handles a reading the store could not take: it is not
+// acknowledged, and the client is disconnected so that it sends the reading
+// again, to this gateway once the store works or to another one; readiness
+// already reports the failure.
+func (h *hook) storeFailed(cl *mqtt.Client, s *session, rec *sink.Record, err error) {
+	g := h.g
+	ctx := context.Background()
+	g.log.Error("sink append failed", "conn", s.conn.Conn, "client_id", cl.ID, "id", rec.ID, "error", err)
+	g.met.message(ctx, "mqtt", "sink_error")
+	s.refused.Add(1)
+	s.acks.drop()
+	if cl.Properties.ProtocolVersion == 5 {
+		_ = g.srv.DisconnectClient(cl, packets.ErrServerUnavailable)
+	} else {
+		cl.Stop(err)
+	}
 }
 
 // refuse turns a rejected reading into MQTT: a PUBACK with reason code for
 // MQTT 5 at QoS 1 and 2, nothing at all otherwise (MQTT 3.1.1 has no
-// negative acknowledgement; the reading is dropped and logged).
-func (h *hook) refuse(ctx context.Context, cl *mqtt.Client, pk packets.Packet, s *session, outcome string, code packets.Code, err error) (packets.Packet, error) {
+// negative acknowledgement; the reading is dropped and logged). A QoS 1
+// refusal takes its place in the ackQueue (p) like any other answer.
+func (h *hook) refuse(ctx context.Context, cl *mqtt.Client, pk packets.Packet, s *session, p *pendingAck, outcome string, code packets.Code, err error) (packets.Packet, error) {
 	g := h.g
 	s.refused.Add(1)
 	g.met.message(ctx, "mqtt", outcome)
@@ -351,6 +418,10 @@ func (h *hook) refuse(ctx context.Context, cl *mqtt.Client, pk packets.Packet, s
 		slog.Uint64("conn", s.conn.Conn), slog.String("client_id", cl.ID), slog.String("client", s.prov.Client),
 		slog.String("topic", pk.TopicName), slog.Int("qos", int(pk.FixedHeader.Qos)), slog.String("outcome", outcome),
 		slog.String("error", err.Error()), slog.Bool("negative_ack", acked))
+	if p != nil {
+		s.acks.answer(p, acked, code)
+		return pk, packets.ErrRejectPacket
+	}
 	if acked {
 		return pk, code
 	}
