@@ -73,6 +73,27 @@ func Platforms() []Platform {
 // store keeps the edge's ranges under.
 func (p Platform) String() string { return enumtext.String(platformNames[:], p, "Platform") }
 
+// goNames are the constants' names, for GoString.
+var goNames = [...]string{
+	PlatformUnknown:    "PlatformUnknown",
+	Cloudflare:         "Cloudflare",
+	CloudFront:         "CloudFront",
+	Fastly:             "Fastly",
+	Akamai:             "Akamai",
+	AzureFrontDoor:     "AzureFrontDoor",
+	Fly:                "Fly",
+	GoogleLoadBalancer: "GoogleLoadBalancer",
+	CloudRun:           "CloudRun",
+	Envoy:              "Envoy",
+}
+
+// GoString implements [fmt.GoStringer]: the Go expression for p, such as
+// "presets.Cloudflare", as %#v prints it (and as a proposed configuration
+// names it).
+func (p Platform) GoString() string {
+	return "presets." + enumtext.String(goNames[:], p, "Platform")
+}
+
 // MarshalText implements [encoding.TextMarshaler] with the names String
 // returns. PlatformUnknown and values outside the list are an error.
 func (p Platform) MarshalText() ([]byte, error) {

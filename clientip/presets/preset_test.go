@@ -2,6 +2,7 @@ package presets
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -345,6 +346,7 @@ func TestPlatformText(t *testing.T) {
 	_, err := PlatformUnknown.MarshalText()
 	assert.ErrorIs(t, err, ErrUnknownPlatform)
 	assert.Equal(t, "Platform(99)", Platform(99).String())
+	assert.Equal(t, "presets.AzureFrontDoor", fmt.Sprintf("%#v", AzureFrontDoor))
 }
 
 // TestRanges: the platforms with a published list start from its
