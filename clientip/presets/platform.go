@@ -19,29 +19,50 @@ type Platform uint8
 const (
 	// PlatformUnknown is the zero Platform.
 	PlatformUnknown Platform = iota
-	// Cloudflare: CF-Connecting-IP, Cloudflare's published ranges.
+	// Cloudflare: CF-Connecting-IP
+	// (https://developers.cloudflare.com/fundamentals/reference/http-headers/),
+	// Cloudflare's published ranges (https://www.cloudflare.com/ips/).
 	Cloudflare
-	// CloudFront: X-Forwarded-For, AWS's CLOUDFRONT_ORIGIN_FACING ranges.
+	// CloudFront: X-Forwarded-For, to which CloudFront appends the viewer
+	// (https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/RequestAndResponseBehaviorCustomOrigin.html#RequestCustomIPAddresses),
+	// AWS's CLOUDFRONT_ORIGIN_FACING ranges
+	// (https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/LocationsOfEdgeServers.html).
 	CloudFront
-	// Fastly: Fastly-Client-IP, Fastly's public IP list.
+	// Fastly: Fastly-Client-IP, which your service must set in VCL
+	// (https://www.fastly.com/documentation/reference/http/http-headers/Fastly-Client-IP/),
+	// Fastly's public IP list
+	// (https://www.fastly.com/documentation/reference/api/utils/public-ip-list/).
 	Fastly
-	// Akamai: True-Client-IP, the Origin IP ACL or Site Shield ranges you
-	// supply.
+	// Akamai: True-Client-IP, enabled in the Origin Server behavior with
+	// clients not allowed to set it
+	// (https://techdocs.akamai.com/property-mgr/docs/origin-server), and
+	// the Origin IP ACL or Site Shield ranges you supply
+	// (https://techdocs.akamai.com/origin-ip-acl/docs/welcome).
 	Akamai
-	// AzureFrontDoor: X-Forwarded-For, the AzureFrontDoor.Backend service
-	// tag, and the X-Azure-FDID of your profile.
+	// AzureFrontDoor: X-Forwarded-For and X-Azure-FDID
+	// (https://learn.microsoft.com/en-us/azure/frontdoor/front-door-http-headers-protocol),
+	// the AzureFrontDoor.Backend service tag
+	// (https://learn.microsoft.com/en-us/azure/frontdoor/origin-security).
 	AzureFrontDoor
-	// Fly: Fly-Client-IP, the fly-proxy addresses you supply.
+	// Fly: Fly-Client-IP (https://fly.io/docs/networking/request-headers/),
+	// the fly-proxy addresses you supply (Fly.io publishes none).
 	Fly
 	// GoogleLoadBalancer: X-Forwarded-For through Google's external
-	// Application Load Balancer (Google Front Ends), its documented source
-	// ranges and your forwarding rules' addresses.
+	// Application Load Balancer, client then forwarding rule
+	// (https://cloud.google.com/load-balancing/docs/https#x-forwarded-for_header),
+	// its Google Front Ends' documented source ranges
+	// (https://cloud.google.com/load-balancing/docs/firewall-rules) and
+	// your forwarding rules' addresses.
 	GoogleLoadBalancer
 	// CloudRun: X-Forwarded-For as Google's front end hands it to a Cloud
-	// Run container, which has no socket peer to check.
+	// Run container, which has no socket peer to check; Google documents
+	// the header for its load balancers (as GoogleLoadBalancer), not for
+	// Cloud Run, and publishes no ranges for it.
 	CloudRun
-	// Envoy: X-Forwarded-For appended by an edge Envoy, whose addresses you
-	// supply.
+	// Envoy: X-Forwarded-For appended by an edge Envoy with
+	// use_remote_address
+	// (https://www.envoyproxy.io/docs/envoy/latest/configuration/http/http_conn_man/headers#x-forwarded-for),
+	// whose addresses you supply.
 	Envoy
 )
 
