@@ -55,6 +55,7 @@ func TestCheck(t *testing.T) {
 		{"secret: in another header", rotating, [][2]string{{"X-Origin-Verified", secret}}, ErrEdgeIdentityMissing},
 		{"no identity configured", plain, nil, nil},
 	}
+	require.ErrorIs(t, azure.Check(nil), ErrEdgeIdentityMissing, "no request carries no identity")
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "/", nil)

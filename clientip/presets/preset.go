@@ -1,7 +1,6 @@
 package presets
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -41,7 +40,9 @@ type Config struct {
 	// [ranges.AzureFrontDoor](location) for a file or URL you keep current.
 	// Any platform but Cloud Run may take a CIDR list of your own
 	// ([ranges.NewSource] with [ranges.ProviderCIDRList]), such as an
-	// Akamai ACL kept in a file.
+	// Akamai ACL kept in a file. A provider's document under another
+	// filter (all of AWS's ip-ranges.json, Google's cloud.json, another
+	// Azure tag) is refused: it lists machines anyone can rent.
 	Source *ranges.Source
 
 	// ForwardingRules are the external IP addresses of your Google Cloud
@@ -141,8 +142,16 @@ func New(cfg Config) (*Preset, error) {
 	}
 
 	src := cfg.Source
-	if src == nil && d.source != nil {
+	switch {
+	case src == nil && d.source != nil:
 		src = d.source()
+	case src != nil && src.Provider() != ranges.ProviderCIDRList:
+		// A provider's document is only this edge's list under the
+		// platform's filter: all of ip-ranges.json or cloud.json is
+		// anyone's rented machine.
+		if snap, ok := src.Snapshot(); !ok || snap.Name != d.snapshot || d.snapshot == "" {
+			return bad("Source %s is not %s's origin-facing list (give the platform's source, or a CIDR list of your own)", src, p)
+		}
 	}
 
 	static := clientip.Config{TrustedProxies: t.ingress.Union(rules), MaxHops: cfg.MaxHops}
@@ -284,7 +293,7 @@ func (p *Preset) Check(r *http.Request) error {
 		return nil
 	}
 	if r == nil {
-		return errors.New("presets: Check of a nil request")
+		return fmt.Errorf("%w: no request", ErrEdgeIdentityMissing)
 	}
 	return p.id.check(r.Header)
 }

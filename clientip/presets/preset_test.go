@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/clientip/ranges"
 )
 
 // Addresses of the tests: clients and attackers in documentation space,
@@ -312,6 +313,12 @@ func TestNewRefuses(t *testing.T) {
 		{"secret header not a token", Config{Platform: Cloudflare, Topology: Direct(), SharedSecret: SharedSecret{Header: "X Origin", Values: secret.Values}}},
 		{"MaxHops beyond clientip's bound", Config{Platform: Cloudflare, Topology: Direct(), MaxHops: 65}},
 		{"Cloud Run with a source", Config{Platform: CloudRun, Topology: Direct(), Source: Cloudflare.def().source()}},
+		{"another platform's list", Config{Platform: CloudFront, Topology: Direct(), Source: ranges.Fastly()}},
+		{"all of AWS for CloudFront", Config{Platform: CloudFront, Topology: Direct(), Source: mustSource(t, ranges.SourceConfig{Provider: ranges.ProviderAWS, Services: []string{"AMAZON"}})}},
+		{"Google's customer ranges for its load balancer", Config{Platform: GoogleLoadBalancer, Topology: Direct(),
+			ForwardingRules: clientip.MustParsePrefixSet("203.0.113.1"), Source: mustSource(t, ranges.SourceConfig{Provider: ranges.ProviderGoogleCloud})}},
+		{"another Azure tag", Config{Platform: AzureFrontDoor, Topology: Direct(), FrontDoorIDs: []string{fdid},
+			Source: mustSource(t, ranges.SourceConfig{Provider: ranges.ProviderAzure, Tag: "AzureCloud", Locations: []string{"/tmp/tags.json"}})}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -394,4 +401,29 @@ func TestErrorsNameNoValue(t *testing.T) {
 	require.ErrorIs(t, err, ErrEdgeIdentityMismatch)
 	assert.False(t, errors.Is(err, ErrEdgeIdentityMissing))
 	assert.NotContains(t, err.Error(), "<script>")
+}
+
+func mustSource(t *testing.T, cfg ranges.SourceConfig) *ranges.Source {
+	t.Helper()
+	s, err := ranges.NewSource(cfg)
+	require.NoError(t, err)
+	return s
+}
+
+// TestSourcesAccepted: the platform's own list, under its filter, or a
+// CIDR list of your own.
+func TestSourcesAccepted(t *testing.T) {
+	azure, err := ranges.AzureFrontDoor("/var/lib/app/ServiceTags_Public.json")
+	require.NoError(t, err)
+	own := mustSource(t, ranges.SourceConfig{Provider: ranges.ProviderCIDRList, Locations: []string{"/etc/app/akamai-acl.txt"}})
+	for _, cfg := range []Config{
+		func() Config { c := configFor(AzureFrontDoor, Direct()); c.Source = azure; return c }(),
+		func() Config { c := configFor(CloudFront, Direct()); c.Source = ranges.CloudFront(); return c }(),
+		func() Config { c := configFor(Akamai, Direct()); c.Source = own; return c }(),
+		func() Config { c := configFor(Cloudflare, Direct()); c.Source = own; return c }(),
+	} {
+		p, err := New(cfg)
+		require.NoError(t, err, cfg.Platform)
+		assert.Same(t, cfg.Source, p.Source())
+	}
 }
