@@ -155,16 +155,36 @@ type nopHandler struct{}
 func (*nopHandler) ServeHTTP(http.ResponseWriter, *http.Request) {}
 
 func BenchmarkCheck(b *testing.B) {
-	p := MustNew(withSecret(configFor(AzureFrontDoor, Direct()), secret))
-	r := httptest.NewRequest("GET", "/", nil)
-	r.Header.Set("X-Azure-FDID", fdid)
-	r.Header.Set("X-Origin-Verify", secret)
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := p.Check(r); err != nil {
-			b.Fatal(err)
-		}
+	p := MustNew(withSecret(configFor(AzureFrontDoor, Direct()), secret, secretNew))
+	for _, bc := range []struct{ name, value string }{
+		{"match", secretNew},
+		{"mismatch", strings.ToUpper(secretNew)},
+		{"hostile-64KiB", strings.Repeat("a", 64<<10)},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-Azure-FDID", fdid)
+		r.Header.Set("X-Origin-Verify", bc.value)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = p.Check(r)
+			}
+		})
 	}
+	b.Run("match-parallel", func(b *testing.B) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-Azure-FDID", fdid)
+		r.Header.Set("X-Origin-Verify", secret)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := p.Check(r); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 }
 
 func BenchmarkHandler(b *testing.B) {
