@@ -16,6 +16,12 @@
 //     CloudFront, Google Cloud load balancers, Azure Front Door, Fastly) as
 //     trusted-proxy sets, with dated snapshots as the floor, and feeds them
 //     into a running clientip.Store.
+//   - [github.com/sourceip/sourceip/clientip/presets] configures one edge
+//     (Cloudflare, CloudFront, Fastly, Akamai, Azure Front Door, Fly.io,
+//     Google Cloud load balancers, Cloud Run, Envoy) in one step: the header
+//     it writes, its ranges kept current, the topology (direct, or through
+//     an ingress), and its identity (Front Door ID, shared secret). Start
+//     here if a CDN or a cloud load balancer is in front of you.
 //   - [github.com/sourceip/sourceip/proxyproto] accepts PROXY protocol v1 and v2
 //     only from trusted load balancers, with a header deadline, TLV access and
 //     validation, and hands each connection's layers to clientip.

@@ -45,7 +45,9 @@ type Advice struct {
 	Peers        []PeerInfo     `json:"peers"`    // by requests, most first
 	Current      ConfigInfo     `json:"current"`
 	Proposal     ConfigInfo     `json:"proposal"`
-	// Preset names the platform preset the proposal rests on, "" for none.
+	// Preset names the platform preset the proposal rests on, as
+	// clientip/presets names its Platform ("cloudflare", "cloudfront",
+	// "fastly", "azure-front-door", "google-load-balancer"), "" for none.
 	Preset string `json:"preset,omitempty"`
 	// Go is the proposal as Go source.
 	Go       string    `json:"go"`
@@ -371,7 +373,7 @@ func (a *Advisor) propose(adv *Advice, stats []peerStats, cur clientip.Config) {
 	for _, i := range []int{edge, behind} {
 		if i >= 0 {
 			set = set.Union(a.presets[i].set)
-			goTrusted = append(goTrusted, a.presets[i].expr())
+			goTrusted = append(goTrusted, a.presets[i].expr(i == edge && len(trusted) == 0))
 			if adv.Preset == "" {
 				adv.Preset = a.presets[i].name
 			}

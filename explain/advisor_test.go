@@ -175,7 +175,8 @@ func TestAdviseCloudflareEdge(t *testing.T) {
 	assert.Equal(t, "Cf-Connecting-Ip", adv.Config.Header)
 	cf, _ := ranges.SnapshotNamed("cloudflare")
 	assert.Equal(t, cf.Set.String(), adv.Config.TrustedProxies.String())
-	assert.Contains(t, adv.Go, `snapshotSet("cloudflare")`)
+	assert.Contains(t, adv.Go, "TrustedProxies: presets.Cloudflare.Ranges(),")
+	assert.Contains(t, adv.Go, "presets.New(presets.Config{Platform: presets.Cloudflare, Topology: presets.Direct()})")
 	assert.Contains(t, adv.Go, `Header:         "CF-Connecting-IP"`)
 	assert.Contains(t, kinds(adv), FindingPreset)
 	checkProposal(t, adv, vs)
@@ -193,12 +194,36 @@ func TestAdviseBehindCloudflare(t *testing.T) {
 	assert.Equal(t, "cloudflare", adv.Preset)
 	assert.Equal(t, "X-Forwarded-For", adv.Config.Header, "a list header walks through both layers")
 	assert.True(t, adv.Config.TrustedProxies.Contains(nginx1))
+	assert.Contains(t, adv.Go, "Topology: presets.BehindIngress(ingress)")
 	checkProposal(t, adv, vs)
 	// A client that reaches nginx without Cloudflare and forges
 	// CF-Connecting-IP gets nowhere under the proposal.
 	r := clientip.MustNew(adv.Config)
 	res, err := r.Resolve(clientip.Transport{Peer: ap(nginx1, 1)}, http.Header{
 		"Cf-Connecting-Ip": {"192.0.2.66"}, "X-Forwarded-For": {"192.0.2.66, 203.0.113.250"}})
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddr("203.0.113.250"), res.Client)
+}
+
+// Azure Front Door connects from its shared ranges and appends the
+// client's socket address to X-Forwarded-For; X-Azure-ClientIP, which it
+// takes from a client's X-Forwarded-For, is not what the proposal reads.
+func TestAdviseAzureFrontDoor(t *testing.T) {
+	vs := traffic(1000, func(i int, rng *rand.Rand) visit {
+		c := clientAddr(rng.IntN(300))
+		edge := inSnapshot(t, "azure-frontdoor-backend", i%9)
+		return visit{t: clientip.Transport{Peer: ap(edge, 443)},
+			h: http.Header{"X-Azure-Clientip": {c.String()}, "X-Forwarded-For": {c.String()}}, client: c}
+	})
+	adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(clientip.Config{})}, vs)
+	assert.Equal(t, "azure-front-door", adv.Preset)
+	assert.Equal(t, "X-Forwarded-For", adv.Config.Header)
+	assert.Contains(t, adv.Go, "presets.New(presets.Config{Platform: presets.AzureFrontDoor, Topology: presets.Direct(), FrontDoorIDs: []string{id}})")
+	checkProposal(t, adv, vs)
+	// A client whose own X-Forwarded-For decides X-Azure-ClientIP gets
+	// nowhere under the proposal.
+	res, err := clientip.MustNew(adv.Config).Resolve(clientip.Transport{Peer: ap(inSnapshot(t, "azure-frontdoor-backend", 0), 443)},
+		http.Header{"X-Azure-Clientip": {"192.0.2.66"}, "X-Forwarded-For": {"192.0.2.66, 203.0.113.250"}})
 	require.NoError(t, err)
 	assert.Equal(t, netip.MustParseAddr("203.0.113.250"), res.Client)
 }
@@ -214,7 +239,7 @@ func TestAdviseGoogleLoadBalancer(t *testing.T) {
 			h: http.Header{"X-Forwarded-For": {c.String() + ", " + lbIP.String()}}, client: c}
 	})
 	adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(clientip.Config{})}, vs)
-	assert.Equal(t, "google-load-balancers", adv.Preset)
+	assert.Equal(t, "google-load-balancer", adv.Preset)
 	assert.True(t, adv.Config.TrustedProxies.Contains(lbIP), "the load balancer's own address\n%s", adv.Go)
 	assert.Equal(t, "X-Forwarded-For", adv.Config.Header)
 	checkProposal(t, adv, vs)

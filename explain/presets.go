@@ -3,35 +3,43 @@ package explain
 import (
 	"fmt"
 	"net/netip"
+	"net/textproto"
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/clientip/presets"
 	"github.com/sourceip/sourceip/clientip/ranges"
 )
 
 // preset is a platform whose edge the Advisor recognises by its published
-// ranges: the ranges snapshot that lists the edge's addresses and the
-// header the edge writes with the client.
+// ranges: a clientip/presets platform, the ranges snapshot that lists the
+// edge's addresses and the header the edge reports the client in when it
+// connects to the service itself.
 type preset struct {
-	name     string // the preset's name in Advice.Preset
+	platform presets.Platform
+	name     string // the preset's name in Advice.Preset: platform.String()
 	title    string // for people
 	snapshot string // ranges.Snapshot name
 	header   string // canonical name of the header the edge sets or appends
 }
 
-// presetDefs lists the platforms in classification order. CloudFront also
-// sets CloudFront-Viewer-Address, but writes an IPv6 viewer as
-// "2001:db8::1:443", address and port without brackets, which no parser
-// can split (2001:db8::1:443 is itself an address); it appends the viewer
-// to X-Forwarded-For as every other edge does, so that is the header
-// proposed for it.
+// presetDefs lists the platforms in classification order. The header is
+// the one the platform's preset reads (presets.Platform.Header): for
+// CloudFront and Azure Front Door that is X-Forwarded-For, which the edge
+// appends from the connection, not CloudFront-Viewer-Address (added only
+// when an origin request policy asks for it, and written for IPv6 as
+// "2001:db8::1:443", address and port without brackets) or X-Azure-ClientIP
+// (which Front Door takes from a client's X-Forwarded-For).
 func presetDefs() []preset {
+	def := func(p presets.Platform, title, snapshot string) preset {
+		return preset{platform: p, name: p.String(), title: title, snapshot: snapshot, header: textproto.CanonicalMIMEHeaderKey(p.Header())}
+	}
 	return []preset{
-		{"cloudflare", "Cloudflare", "cloudflare", "Cf-Connecting-Ip"},
-		{"cloudfront", "Amazon CloudFront (origin-facing)", "aws-cloudfront-origin-facing", "X-Forwarded-For"},
-		{"fastly", "Fastly", "fastly", "Fastly-Client-Ip"},
-		{"azure-front-door", "Azure Front Door", "azure-frontdoor-backend", "X-Azure-Clientip"},
-		{"google-load-balancers", "Google Cloud load balancers", "google-load-balancers", "X-Forwarded-For"},
+		def(presets.Cloudflare, "Cloudflare", "cloudflare"),
+		def(presets.CloudFront, "Amazon CloudFront (origin-facing)", "aws-cloudfront-origin-facing"),
+		def(presets.Fastly, "Fastly", "fastly"),
+		def(presets.AzureFrontDoor, "Azure Front Door", "azure-frontdoor-backend"),
+		def(presets.GoogleLoadBalancer, "Google Cloud load balancers", "google-load-balancers"),
 	}
 }
 
@@ -42,12 +50,28 @@ type presetSet struct {
 	date time.Time
 }
 
-// expr returns Go that builds the preset's trusted set: today its ranges
-// snapshot; the one line to change when the platform presets land.
-func (p presetSet) expr() goExpr {
+// expr returns Go that builds the preset's trusted set, presets.X.Ranges()
+// (the platform's snapshot), with a comment naming the preset constructor
+// that builds the whole configuration: the topology (direct when the edge
+// is the peer, behind an ingress otherwise), the refresher that keeps the
+// ranges current, and the edge-identity check.
+func (p presetSet) expr(direct bool) goExpr {
+	constant := p.platform.GoString()
+	topology := "presets.Direct()"
+	if !direct {
+		topology = "presets.BehindIngress(ingress)"
+	}
+	extra := ""
+	switch p.platform {
+	case presets.AzureFrontDoor:
+		extra = ", FrontDoorIDs: []string{id}"
+	case presets.GoogleLoadBalancer:
+		extra = ", ForwardingRules: rules"
+	}
 	return goExpr{
-		expr:    fmt.Sprintf("snapshotSet(%q)", p.snapshot),
-		comment: fmt.Sprintf("snapshotSet(%q) is ranges.SnapshotNamed(%[1]q).Set, the published ranges of %s as of %s (preset %q).", p.snapshot, p.title, p.date.Format(time.DateOnly), p.name),
+		expr: constant + ".Ranges()",
+		comment: fmt.Sprintf("%[1]s.Ranges() is the published ranges of %[2]s as of %[3]s; presets.New(presets.Config{Platform: %[1]s, Topology: %[4]s%[5]s}) builds this configuration with a refresher for them and an edge-identity check (preset %[6]q).",
+			constant, p.title, p.date.Format(time.DateOnly), topology, extra, p.name),
 	}
 }
 

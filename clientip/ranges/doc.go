@@ -76,7 +76,8 @@
 //     (https://learn.microsoft.com/en-us/azure/virtual-network/service-tags-overview,
 //     https://learn.microsoft.com/en-us/azure/frontdoor/origin-security). Its
 //     URL changes every week, so the source reads a file or URL you keep
-//     current. Client in X-Azure-ClientIP, profile in X-Azure-FDID:
+//     current. Client appended to X-Forwarded-For (X-Azure-ClientIP is
+//     taken from a client's X-Forwarded-For), profile in X-Azure-FDID:
 //     https://learn.microsoft.com/en-us/azure/frontdoor/front-door-http-headers-protocol.
 //   - Fastly ([Fastly]): https://api.fastly.com/public-ip-list
 //     (https://www.fastly.com/documentation/reference/api/utils/public-ip-list/).
