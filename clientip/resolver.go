@@ -167,6 +167,11 @@ func New(cfg Config) (*Resolver, error) {
 			r.kind, r.source = headerXFF, SourceXForwardedFor
 		case "Forwarded":
 			r.kind, r.source = headerForwarded, SourceForwarded
+		case "Cloudfront-Viewer-Address":
+			// "IP:port" with an unbracketed IPv6 address: "2001:db8::1:443"
+			// is itself a valid address, so the entry cannot be read as a
+			// single address without guessing.
+			return nil, fmt.Errorf("%w: Header %q carries an address and a port that cannot be told apart for IPv6 clients; read X-Forwarded-For, which CloudFront appends on every request (see the presets package)", ErrInvalidConfig, r.header)
 		default:
 			r.kind, r.source = headerSingle, SourceHeader
 		}

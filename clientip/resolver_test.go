@@ -487,6 +487,9 @@ func TestNewValidation(t *testing.T) {
 		{"negative MaxHops", Config{MaxHops: -1}},
 		{"negative MaxHeaderBytes", Config{MaxHeaderBytes: -1}},
 		{"MaxHeaderBytes over 1 GiB (Forwarded positions are int32)", Config{MaxHeaderBytes: 1<<30 + 1}},
+		// CloudFront writes "IP:port" with IPv6 unbracketed: "2001:db8::1:443"
+		// would read as the address 2001:db8::1:443, a client it never was.
+		{"CloudFront-Viewer-Address: IPv6 address and port cannot be told apart", Config{TrustedProxies: private10, Header: "cloudfront-viewer-address"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

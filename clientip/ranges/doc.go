@@ -57,8 +57,9 @@
 //     https://ip-ranges.amazonaws.com/ip-ranges.json
 //     (https://docs.aws.amazon.com/vpc/latest/userguide/aws-ip-ranges.html,
 //     https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/LocationsOfEdgeServers.html).
-//     Client in CloudFront-Viewer-Address:
-//     https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/adding-cloudfront-headers.html.
+//     Client: the X-Forwarded-For entry CloudFront appends (clientip refuses
+//     CloudFront-Viewer-Address, whose IPv6 form cannot be split from its
+//     port): https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/adding-cloudfront-headers.html.
 //     Other AWS services and regions: [NewSource] with ProviderAWS.
 //   - Google Cloud load balancers ([GoogleLoadBalancerRanges]):
 //     35.191.0.0/16, 130.211.0.0/22, 2600:2d00:1:b029::/64 and

@@ -208,9 +208,11 @@ func Cloudflare() *Source { return mustSource(SourceConfig{Provider: ProviderClo
 // CloudFront returns the source of CloudFront's origin-facing ranges: the
 // CLOUDFRONT_ORIGIN_FACING entries of AWS's ip-ranges.json
 // (https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/LocationsOfEdgeServers.html).
-// CloudFront reports the viewer in CloudFront-Viewer-Address
-// (https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/adding-cloudfront-headers.html)
-// and appends it to X-Forwarded-For. The "aws-cloudfront-origin-facing"
+// CloudFront appends the viewer to X-Forwarded-For, which is the header to
+// read (its CloudFront-Viewer-Address writes an IPv6 viewer and its port
+// without brackets, and clientip refuses it;
+// https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/adding-cloudfront-headers.html).
+// The "aws-cloudfront-origin-facing"
 // snapshot covers it.
 func CloudFront() *Source {
 	return mustSource(SourceConfig{Provider: ProviderAWS, Services: []string{AWSServiceCloudFrontOriginFacing}})
