@@ -114,7 +114,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.DurationVar(&o.connectTimeout, "mqtt-connect-timeout", 10*time.Second, "deadline for CONNECT after the handshake")
 
 	fs.StringVar(&o.sinkPath, "sink", "telemetry.jsonl", "durable sink: JSON Lines file (a regular file), one record per accepted reading")
-	fs.Var(&o.sinkSync, "sink-sync", "fsync: acknowledge after fsync (survives a machine crash); write: after write(2) (survives a process crash)")
+	fs.TextVar(&o.sinkSync, "sink-sync", sink.SyncFsync, "fsync: acknowledge after fsync (survives a machine crash); write: after write(2) (survives a process crash)")
 	o.sinkMinFree = gateway.DefaultSinkMinFree
 	fs.Var(&o.sinkMinFree, "sink-min-free", "not ready while the sink's file system has less free space than this (bytes, or with a KiB, MiB or GiB suffix); 0 disables the check")
 	fs.DurationVar(&o.sinkCheckInterval, "sink-check-interval", gateway.DefaultSinkCheckInterval, "how often the free space of -sink-min-free is checked")

@@ -31,6 +31,11 @@ func TestHelpNamesEveryEnvironmentVariable(t *testing.T) {
 	for _, want := range []string{"-mqtt-addr", "[$GATEWAY_MQTT_ADDR]", "[$GATEWAY_PROXY_TRUSTED]", "[$GATEWAY_SINK_SYNC]", "-demo", "-version", "GATEWAY_"} {
 		assert.Contains(t, stderr.String(), want)
 	}
+	// Flags whose zero value is not their default say what it is (a
+	// newcomer's finding: -sink-sync showed none).
+	for _, want := range []string{"[$GATEWAY_SINK_SYNC] (default fsync)", "[$GATEWAY_PROXY_HEADERLESS] (default refuse)", "[$GATEWAY_SINK_MIN_FREE] (default 64MiB)"} {
+		assert.Contains(t, stderr.String(), want)
+	}
 }
 
 func TestOptionsFromFlagsAndEnvironment(t *testing.T) {
