@@ -287,5 +287,14 @@ func TestServeWiring(t *testing.T) {
 		`gateway_messages_total{`, `outcome="accepted",protocol="http"`, "go_goroutines"} {
 		assert.Contains(t, string(body), want)
 	}
+	// Both scopes name their version from the build information, "(devel)"
+	// from a checkout (a newcomer's finding: otelsourceip's said
+	// "v0.0.0-00010101000000-000000000000", the placeholder of a replaced
+	// module, and the gateway's said nothing).
+	for _, sc := range []string{"github.com/sourceip/sourceip/middleware/otelsourceip", "github.com/sourceip/sourceip/examples/telemetry-gateway"} {
+		assert.Contains(t, string(body), `otel_scope_name="`+sc+`",otel_scope_schema_url=`, "scope %s", sc)
+		assert.Regexp(t, `otel_scope_name="`+sc+`",otel_scope_schema_url="[^"]*",otel_scope_version="\(devel\)"`, string(body), "scope %s", sc)
+	}
+	assert.NotContains(t, string(body), `otel_scope_version="v0.0.0-`)
 	assert.FileExists(t, dir+"/cert.pem", "-tls-self-signed-out")
 }
