@@ -84,19 +84,25 @@ func (c *Connection) decision() error {
 // attrs returns the connection's own log fields; middleware.Log adds the
 // decision and clientip's Result (client, source, socket peer, PROXY source).
 func (c *Connection) attrs() []slog.Attr {
-	as := make([]slog.Attr, 0, 12)
-	as = append(as, slog.Uint64("conn", c.Conn), slog.String("client_id", c.ClientID), slog.Int("mqtt_version", int(c.MQTTVersion)))
-	as = append(as, c.Header.attrs()...)
-	if c.TLSVersion != 0 {
-		as = append(as, slog.String("tls_version", tls.VersionName(c.TLSVersion)))
-	}
-	as = append(as, slog.String("tls_sni", c.ServerName), slog.String("tls_subject", c.Subject))
+	as := c.layers(make([]slog.Attr, 0, 12))
 	if c.Refused != nil {
 		as = append(as, slog.String("outcome", "refused"), slog.String("connack", fmt.Sprintf("0x%02x", c.ConnAck)))
 	} else {
 		as = append(as, slog.String("outcome", "accepted"))
 	}
 	return as
+}
+
+// layers appends what the connection's layers beyond clientip's Result
+// showed: its number, the MQTT client id and version, the PROXY header and
+// TLS.
+func (c *Connection) layers(as []slog.Attr) []slog.Attr {
+	as = append(as, slog.Uint64("conn", c.Conn), slog.String("client_id", c.ClientID), slog.Int("mqtt_version", int(c.MQTTVersion)))
+	as = append(as, c.Header.attrs()...)
+	if c.TLSVersion != 0 {
+		as = append(as, slog.String("tls_version", tls.VersionName(c.TLSVersion)))
+	}
+	return append(as, slog.String("tls_sni", c.ServerName), slog.String("tls_subject", c.Subject))
 }
 
 // provenance returns what res says about a reading's sender, for its sink
@@ -269,9 +275,45 @@ func (g *Gateway) notify(c Connection) {
 func (h *hook) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
 
 // OnACLCheck lets devices publish under the topic prefix and nothing else:
-// the gateway is ingest only, the sink is the consumer.
-func (h *hook) OnACLCheck(_ *mqtt.Client, topic string, write bool) bool {
-	return write && strings.HasPrefix(topic, h.g.cfg.TopicPrefix)
+// the gateway is ingest only, the sink is the consumer. A refused publish is
+// logged (topicRefused); mochi then answers it itself.
+func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	if !write {
+		return false
+	}
+	if !strings.HasPrefix(topic, h.g.cfg.TopicPrefix) {
+		h.topicRefused(cl, topic, fmt.Errorf("topic %q is outside the topic prefix %q", topic, h.g.cfg.TopicPrefix))
+		return false
+	}
+	return true
+}
+
+// topicRefused logs a PUBLISH the ACL refused, as one line with every layer
+// and the reason, and counts it. mochi answers it without calling OnPublish:
+// MQTT 5 gets PUBACK (or PUBREC) 0x87 "not authorized" at QoS 1 and 2; an
+// MQTT 3.1.1 client, which has no negative acknowledgement, is disconnected
+// at QoS 1 and 2 (mochi's own line about it is filtered: see
+// mochiLogFilter); at QoS 0 the reading is dropped.
+func (h *hook) topicRefused(cl *mqtt.Client, topic string, err error) {
+	v, _ := h.sessions.Load(cl)
+	s, _ := v.(*session)
+	if s == nil {
+		return
+	}
+	ctx := context.Background()
+	s.refused.Add(1)
+	h.g.met.message(ctx, "mqtt", "forbidden_topic")
+	h.g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt reading refused",
+		s.refusal(slog.String("topic", topic), slog.String("outcome", "forbidden_topic"), slog.String("error", err.Error()),
+			slog.String("answer", map[bool]string{true: "PUBACK 0x87 at QoS 1 and 2", false: "disconnected at QoS 1 and 2"}[cl.Properties.ProtocolVersion == 5]))...)
+}
+
+// refusal returns the log fields of a refused reading: clientip's Result as
+// the middleware renders it, the connection's layers, then as.
+func (s *session) refusal(as ...slog.Attr) []slog.Attr {
+	out := middleware.Attrs(s.conn.Result, s.conn.ResolveErr)
+	out = s.conn.layers(out)
+	return append(out, as...)
 }
 
 // OnPublish runs on the client's read loop. The reading is rate limited,
@@ -414,10 +456,16 @@ func (h *hook) refuse(ctx context.Context, cl *mqtt.Client, pk packets.Packet, s
 	s.refused.Add(1)
 	g.met.message(ctx, "mqtt", outcome)
 	acked := cl.Properties.ProtocolVersion == 5 && pk.FixedHeader.Qos > 0
+	answer := "none (MQTT 3.1.1 has no negative acknowledgement)"
+	switch {
+	case acked:
+		answer = fmt.Sprintf("PUBACK 0x%02x", code.Code)
+	case pk.FixedHeader.Qos == 0:
+		answer = "none (QoS 0)"
+	}
 	g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt reading refused",
-		slog.Uint64("conn", s.conn.Conn), slog.String("client_id", cl.ID), slog.String("client", s.prov.Client),
-		slog.String("topic", pk.TopicName), slog.Int("qos", int(pk.FixedHeader.Qos)), slog.String("outcome", outcome),
-		slog.String("error", err.Error()), slog.Bool("negative_ack", acked))
+		s.refusal(slog.String("topic", pk.TopicName), slog.Int("qos", int(pk.FixedHeader.Qos)), slog.String("outcome", outcome),
+			slog.String("error", err.Error()), slog.String("answer", answer))...)
 	if p != nil {
 		s.acks.answer(p, acked, code)
 		return pk, packets.ErrRejectPacket
