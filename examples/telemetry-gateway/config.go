@@ -44,6 +44,7 @@ type options struct {
 	proxyTrustedFile   string
 	proxyHeaderless    proxyproto.HeaderlessPolicy
 	proxyHeaderTimeout time.Duration
+	proxyRequired      bool
 
 	httpTrusted clientip.PrefixSet
 	httpHeader  string
@@ -97,6 +98,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.proxyTrustedFile, "proxy-trusted-file", "", "file listing more load balancers for the MQTT port, beside -proxy-trusted (one address or CIDR per line, # comments); re-read on SIGHUP, each change logged as a diff; empty: none")
 	fs.TextVar(&o.proxyHeaderless, "proxy-headerless", proxyproto.HeaderlessRefuse, "refuse|allow connections from -proxy-trusted without a header (allow for TCP health checks)")
 	fs.DurationVar(&o.proxyHeaderTimeout, "proxy-header-timeout", proxyproto.DefaultReadHeaderTimeout, "deadline for the PROXY header")
+	fs.BoolVar(&o.proxyRequired, "proxy-required", false, "refuse MQTT clients that did not come through a trusted load balancer (CONNACK not authorized); without it a client that reaches the port directly is served as itself, and only a firewall keeps it out (see README)")
 
 	fs.Var(prefixFlag{&o.httpTrusted}, "http-trusted", "proxies trusted to append -http-header on the HTTP port (repeatable)")
 	fs.StringVar(&o.httpHeader, "http-header", "X-Forwarded-For", "forwarding header read from -http-trusted peers: X-Forwarded-For, Forwarded, or a single-address header such as X-Real-IP")
@@ -277,6 +279,9 @@ func (o *options) check(from map[string]string) []error {
 	}
 	if ns, name, ok := strings.Cut(o.kubeService, "/"); o.kubeHealthAddr != "" && (!ok || ns == "" || name == "") {
 		bad("kube-service", fmt.Sprintf("%q", o.kubeService), "want namespace/name of the Service, which -kube-health-addr reports")
+	}
+	if o.proxyRequired && o.proxyTrusted.Len() == 0 && o.proxyTrustedFile == "" {
+		bad("proxy-required", o.proxyRequired, "needs -proxy-trusted or -proxy-trusted-file: without a trusted load balancer every client would be refused")
 	}
 	switch o.tlsClientAuth {
 	case "":

@@ -45,6 +45,14 @@ type Config struct {
 	// ProxyHeaderTimeout bounds the PROXY header read; zero is proxyproto's
 	// default.
 	ProxyHeaderTimeout time.Duration
+	// RequireProxy refuses, at CONNECT with "not authorized", an MQTT
+	// client that did not come through a trusted hop: one whose resolved
+	// client is its socket peer (a device connecting to the gateway
+	// directly, past the load balancer). False (the default) serves such a
+	// client as itself, which is safe (it cannot claim another address) but
+	// leaves keeping it out to the network: see the README's firewalling
+	// note.
+	RequireProxy bool
 
 	// HTTPTrusted and HTTPHeader are the trusted-proxy chain for HTTP ingest
 	// (the ingress controllers and the header they append).

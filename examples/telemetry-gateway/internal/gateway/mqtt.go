@@ -253,10 +253,14 @@ func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	h.g.met.clients.Add(context.Background(), 1)
 }
 
-// admit is the edge policy: the allowlist when there is one; otherwise
-// every client that was resolved, including masqueraded ones (which are
-// warned about).
+// admit is the edge policy: with RequireProxy, no client that reached the
+// gateway directly; then the allowlist when there is one, otherwise every
+// client that was resolved, including masqueraded ones (which are warned
+// about).
 func (g *Gateway) admit(res clientip.Result, err error) error {
+	if g.cfg.RequireProxy && res.Source == clientip.SourceSocket {
+		return ErrDirectClient
+	}
 	if g.allow != nil {
 		return g.allow.Check(res, err)
 	}
