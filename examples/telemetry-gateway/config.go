@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/gateway"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/jetstream"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
@@ -53,6 +54,7 @@ type options struct {
 
 	tlsCert, tlsKey, tlsClientCA, tlsClientAuth string
 	tlsHosts, tlsSelfSignedOut                  string
+	tlsAtLB                                     bool
 	handshakeTimeout, connectTimeout            time.Duration
 	httpReadTimeout                             time.Duration
 
@@ -89,7 +91,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs := flag.NewFlagSet("telemetry-gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 
-	fs.StringVar(&o.mqttAddr, "mqtt-addr", ":8883", "MQTT over TLS listener")
+	fs.StringVar(&o.mqttAddr, "mqtt-addr", ":8883", "MQTT listener: over TLS, or plain behind load balancers that terminate TLS (-tls-at-lb)")
 	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "HTTP ingest listener (POST /v1/telemetry); empty disables")
 	fs.StringVar(&o.adminAddr, "admin-addr", ":9090", "admin listener: /livez, /readyz, /metrics; empty disables")
 	fs.Var(&o.explainAllow, "explain-allow", "operator `prefixes` that may fetch /debug/clientip/conn?conn=N or ?client=ID on the admin listener, the explanation of one MQTT connection (it shows the trust configuration); repeatable; none by default")
@@ -110,6 +112,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.tlsHosts, "tls-hosts", "localhost,127.0.0.1", "names and addresses of the generated self-signed certificate")
 	fs.StringVar(&o.tlsSelfSignedOut, "tls-self-signed-out", "", "write the generated certificate here (PEM) for clients to pin")
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) that verifies device client certificates; their subject is logged as the device identity")
+	fs.BoolVar(&o.tlsAtLB, "tls-at-lb", false, "no TLS of the gateway's own on -mqtt-addr: the load balancers in -proxy-trusted terminate TLS, require and verify client certificates and report them in the PROXY v2 SSL TLV (HAProxy: verify required, send-proxy-v2-ssl-cn); CONNECT without a verified certificate is refused, the client id must be its common name; -tls-client-ca, if given, verifies again a certificate the load balancer forwards")
 	fs.StringVar(&o.tlsClientAuth, "tls-client-auth", "", "none|optional|require a client certificate, verified against -tls-client-ca, which optional and require need (default: optional with -tls-client-ca, none without)")
 	fs.DurationVar(&o.handshakeTimeout, "tls-handshake-timeout", 5*time.Second, "deadline for the TLS handshake")
 	fs.DurationVar(&o.httpReadTimeout, "http-read-timeout", 30*time.Second, "deadline for reading one HTTP ingest request, headers and body")
@@ -283,6 +286,18 @@ func (o *options) check(from map[string]string) []error {
 	if o.proxyRequired && o.proxyTrusted.Len() == 0 && o.proxyTrustedFile == "" {
 		bad("proxy-required", o.proxyRequired, "needs -proxy-trusted or -proxy-trusted-file: without a trusted load balancer every client would be refused")
 	}
+	if o.tlsAtLB {
+		if o.proxyTrusted.Len() == 0 && o.proxyTrustedFile == "" {
+			bad("tls-at-lb", o.tlsAtLB, "needs -proxy-trusted or -proxy-trusted-file: the TLS facts are believed only from trusted load balancers")
+		}
+		for _, f := range []struct{ name, v string }{
+			{"tls-cert", o.tlsCert}, {"tls-key", o.tlsKey}, {"tls-self-signed-out", o.tlsSelfSignedOut}, {"tls-client-auth", o.tlsClientAuth},
+		} {
+			if f.v != "" {
+				bad(f.name, f.v, "contradicts %s: the load balancer terminates TLS and requires client certificates", from["tls-at-lb"])
+			}
+		}
+	}
 	switch o.tlsClientAuth {
 	case "":
 	case "none":
@@ -380,6 +395,23 @@ func (o *options) logger(w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(w, ho)), nil
 	}
 	return nil, fmt.Errorf("-log-format %q: want json or text", o.logFormat)
+}
+
+// lbTLSConfig is the configuration for TLS terminated at the load balancer
+// (-tls-at-lb): the CA that verifies forwarded client certificates again,
+// if -tls-client-ca names one.
+func (o *options) lbTLSConfig(log *slog.Logger) (*chain.LBTLSConfig, error) {
+	cfg := &chain.LBTLSConfig{}
+	if o.tlsClientCA == "" {
+		log.Warn("-tls-at-lb without -tls-client-ca: a device's identity is the common name its load balancer reports, from any CA the load balancer trusts")
+		return cfg, nil
+	}
+	pool, err := pki.LoadPool(o.tlsClientCA)
+	if err != nil {
+		return nil, fmt.Errorf("-tls-client-ca: %w", err)
+	}
+	cfg.ClientCAs = pool
+	return cfg, nil
 }
 
 // tlsConfig loads the configured certificate or generates a self-signed one,

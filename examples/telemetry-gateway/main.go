@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/demo"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/gateway"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/jetstream"
@@ -219,7 +221,14 @@ func (o *options) jetStream(log *slog.Logger) (*jetstream.Sink, error) {
 
 // gatewayConfig turns the options into the gateway's configuration.
 func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
-	tlsCfg, err := o.tlsConfig(log)
+	var tlsCfg *tls.Config
+	var lbTLS *chain.LBTLSConfig
+	var err error
+	if o.tlsAtLB {
+		lbTLS, err = o.lbTLSConfig(log)
+	} else {
+		tlsCfg, err = o.tlsConfig(log)
+	}
 	if err != nil {
 		return gateway.Config{}, err
 	}
@@ -236,7 +245,7 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		MQTTAddr: o.mqttAddr, HTTPAddr: o.httpAddr, AdminAddr: o.adminAddr, ExplainAllow: o.explainAllow,
 		ProxyTrusted: o.proxyTrusted, ProxyHeaderless: o.proxyHeaderless, ProxyHeaderTimeout: o.proxyHeaderTimeout, RequireProxy: o.proxyRequired,
 		HTTPTrusted: o.httpTrusted, HTTPHeader: header, Masquerade: o.masquerade, Allow: o.allow,
-		TLS: tlsCfg, HandshakeTimeout: o.handshakeTimeout, ConnectTimeout: o.connectTimeout,
+		TLS: tlsCfg, LBTLS: lbTLS, HandshakeTimeout: o.handshakeTimeout, ConnectTimeout: o.connectTimeout,
 		HTTPReadTimeout: o.httpReadTimeout,
 		Sink:            sink.Config{Path: o.sinkPath, Sync: o.sinkSync, MaxDevices: o.sinkMaxDevices},
 		SinkMinFree:     uint64(o.sinkMinFree), SinkCheckInterval: o.sinkCheckInterval,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/fstest"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/sourceip/sourceip/internal/e2e"
+	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -107,6 +110,11 @@ func TestUsageErrors(t *testing.T) {
 		{"zero sink-max-devices", []string{"-sink-max-devices", "0"}, nil, "-sink-max-devices 0: want at least 1 device"},
 		{"kube health without a service", []string{"-kube-health-addr", ":10254"}, nil, `-kube-service "": want namespace/name`},
 		{"stray argument", []string{"serve"}, nil, `unexpected arguments: ["serve"]`},
+		{"TLS at the load balancer without one", []string{"-tls-at-lb"}, nil, "-tls-at-lb true: needs -proxy-trusted or -proxy-trusted-file"},
+		{"TLS at the load balancer and a certificate of the gateway's", []string{"-tls-at-lb", "-proxy-trusted", "10.0.0.1", "-tls-cert", "c.pem", "-tls-key", "k.pem"}, nil,
+			"-tls-cert c.pem: contradicts -tls-at-lb"},
+		{"TLS at the load balancer and client certificates asked by the gateway", []string{"-tls-at-lb", "-proxy-trusted", "10.0.0.1", "-tls-client-ca", "ca.pem", "-tls-client-auth", "require"}, nil,
+			"-tls-client-auth require: contradicts -tls-at-lb"},
 		{"proxy required without a load balancer", []string{"-proxy-required"}, nil, "-proxy-required true: needs -proxy-trusted or -proxy-trusted-file"},
 	}
 	for _, tt := range tests {
@@ -298,4 +306,31 @@ func TestServeWiring(t *testing.T) {
 	}
 	assert.NotContains(t, string(body), `otel_scope_version="v0.0.0-`)
 	assert.FileExists(t, dir+"/cert.pem", "-tls-self-signed-out")
+}
+
+// TestTLSAtLBCommand: -tls-at-lb serves plain MQTT behind the load balancers
+// of -proxy-trusted, and -tls-client-ca verifies again the certificate one
+// forwards in the SSL TLV.
+func TestTLSAtLBCommand(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.NewCA("devices")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "ca.crt"), ca.PEM(), 0o644))
+	logs, stop := serveCommand(t, "-sink", filepath.Join(dir, "t.jsonl"), "-tls-at-lb", "-proxy-trusted", "127.0.0.200",
+		"-tls-client-ca", filepath.Join(dir, "ca.crt"))
+	addr := logs.field(t, "gateway started", "mqtt")
+	assert.Equal(t, "load balancer", logs.field(t, "gateway started", "tls_terminated_by"))
+	cert, err := ca.Client("lb1")
+	require.NoError(t, err)
+	ssl := proxyproto.SSL{Client: proxyproto.SSLClientTLS | proxyproto.SSLClientCertConn, Version: "TLSv1.3", CN: "lb1", CertDER: string(cert.Certificate[0])}
+	tlvs, err := proxyproto.NewTLVs(ssl.TLV())
+	require.NoError(t, err)
+	c, err := device.Connect(t.Context(), device.Config{ID: "lb1", Version: 5, Addr: addr, Local: netip.MustParseAddr("127.0.0.200"),
+		Proxy: 2, Claim: netip.MustParseAddrPort("192.0.2.7:7000"), TLVs: tlvs, Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	require.NoError(t, c.Publish(t.Context(), "telemetry/lb1", 1, device.Reading("lb1", 1, 1)))
+	c.Close()
+	require.Equal(t, 0, stop(), "exit code; log:\n%s", &logs.raw)
+	assert.Contains(t, logs.raw.String(), `"lb_tls":{"reported":{"tls":true,"version":"TLSv1.3","cert":"verified","cn":"lb1","cert_sha256":`)
+	assert.Contains(t, logs.raw.String(), `"identity":"certificate"},"tls_sni":"","tls_subject":"CN=lb1"`)
 }

@@ -65,12 +65,26 @@ type Config struct {
 	// MQTT and HTTP; masqueraded and unresolved clients are then refused too.
 	Allow clientip.PrefixSet
 
-	// TLS is the MQTT server's TLS configuration. Required. A ClientAuth
-	// that asks for client certificates needs a way to verify them
-	// (ClientCAs, or VerifyPeerCertificate, VerifyConnection or
+	// TLS is the MQTT server's TLS configuration. Required unless LBTLS is
+	// set. A ClientAuth that asks for client certificates needs a way to
+	// verify them (ClientCAs, or VerifyPeerCertificate, VerifyConnection or
 	// GetConfigForClient): the gateway takes a certificate's subject for the
 	// device's identity, so an unverified one is refused at New.
 	TLS *tls.Config
+	// LBTLS, instead of TLS, is the mode with no TLS listener of the
+	// gateway's own: the load balancers in ProxyTrusted terminate the
+	// devices' TLS, require and verify their client certificates, and report
+	// them in the PROXY v2 header's SSL TLV (HAProxy: verify required and
+	// send-proxy-v2-ssl-cn). A CONNECT whose header does not say that the
+	// client presented a certificate the load balancer verified is refused
+	// as not authorized. The identity is the certificate the load balancer
+	// forwarded, verified again against LBTLS.ClientCAs, or, when it forwards
+	// none (or ClientCAs is nil), the common name it reported (weaker: see
+	// chain.LBTLSConfig). The client id must be that common name, as on the
+	// direct TLS path. The PROXY listener then accepts headers up to
+	// proxyproto.MaxHeaderBytesLimit from the load balancers, room for a
+	// forwarded certificate.
+	LBTLS *chain.LBTLSConfig
 	// HandshakeTimeout and ConnectTimeout bound the TLS handshake and the
 	// wait for CONNECT; zero means the chain package's defaults.
 	HandshakeTimeout, ConnectTimeout time.Duration
@@ -168,8 +182,11 @@ const (
 // check refuses a configuration the gateway cannot serve safely.
 func (cfg *Config) check() error {
 	var errs []error
-	if cfg.MQTTAddr == "" || cfg.TLS == nil || (cfg.Sink.Path == "" && cfg.Store == nil) {
-		errs = append(errs, errors.New("MQTTAddr, TLS and Sink.Path are required (or a Store instead of Sink.Path)"))
+	if cfg.MQTTAddr == "" || (cfg.TLS == nil && cfg.LBTLS == nil) || (cfg.Sink.Path == "" && cfg.Store == nil) {
+		errs = append(errs, errors.New("MQTTAddr, TLS and Sink.Path are required (or LBTLS instead of TLS, a Store instead of Sink.Path)"))
+	}
+	if cfg.TLS != nil && cfg.LBTLS != nil {
+		errs = append(errs, errors.New("TLS and LBTLS contradict each other: TLS terminates at the gateway or at the load balancer"))
 	}
 	if err := checkClientAuth(cfg.TLS); err != nil {
 		errs = append(errs, err)

@@ -10,7 +10,8 @@
 //
 //	TCP accept ─► proxyproto.Listener (trusted LB? read PROXY header with timeout)
 //	           ─► middleware.NewListener (clientip resolves the chain once)
-//	           ─► chain.Listener: TLS handshake (deadline; SNI, client cert)
+//	           ─► chain.Listener: TLS handshake (deadline; SNI, client cert),
+//	              or the TLS facts a load balancer reported in the PROXY header
 //	           ─► mochi: CONNECT (deadline) ─► OnConnect: allowlist, one log line
 //	           ─► PUBLISH ─► OnPublish: rate limit, validate, sink (fsync) ─► PUBACK
 package gateway
@@ -219,7 +220,8 @@ func (g *Gateway) Start() error {
 		g.endpoints.Set(g.kubeEP, trafficpolicy.EndpointReady)
 	}
 	g.log.Info("gateway started", "mqtt", g.MQTTAddr(), "http", g.HTTPAddr(), "admin", g.AdminAddr(),
-		"kube_health", g.KubeHealthAddr(), "proxy_trusted", g.cfg.ProxyTrusted.String(),
+		"kube_health", g.KubeHealthAddr(), "tls_terminated_by", map[bool]string{false: "gateway", true: "load balancer"}[g.cfg.LBTLS != nil],
+		"proxy_trusted", g.cfg.ProxyTrusted.String(),
 		"http_trusted", g.cfg.HTTPTrusted.String(), "http_header", g.cfg.HTTPHeader,
 		"masquerade", g.cfg.Masquerade.String(), "allow", g.cfg.Allow.String())
 	return nil
@@ -230,12 +232,16 @@ func (g *Gateway) startMQTT() error {
 	if err != nil {
 		return fmt.Errorf("gateway: MQTT listener: %w", err)
 	}
-	g.proxyLn, err = proxyproto.NewListener(tcp, proxyproto.Config{
+	pc := proxyproto.Config{
 		Trust:             g.mqttTrust,
 		Headerless:        g.cfg.ProxyHeaderless,
 		ReadHeaderTimeout: g.cfg.ProxyHeaderTimeout,
 		OnReject:          g.onProxyReject,
-	})
+	}
+	if g.cfg.LBTLS != nil {
+		pc.MaxHeaderBytes = proxyproto.MaxHeaderBytesLimit // a forwarded client certificate can pass 4 KiB
+	}
+	g.proxyLn, err = proxyproto.NewListener(tcp, pc)
 	if err != nil {
 		tcp.Close()
 		return fmt.Errorf("gateway: PROXY listener: %w", err)
@@ -244,6 +250,7 @@ func (g *Gateway) startMQTT() error {
 		ID:               "mqtts",
 		Inner:            middleware.NewListener(g.proxyLn, g.mqttTrust),
 		TLS:              g.cfg.TLS,
+		LBTLS:            g.cfg.LBTLS,
 		HandshakeTimeout: g.cfg.HandshakeTimeout,
 		ConnectTimeout:   g.cfg.ConnectTimeout,
 		OnFailure:        g.onChainFailure,

@@ -38,10 +38,15 @@ type Connection struct {
 	// Header is the PROXY header's version, command and destination, which
 	// the Result does not carry; its zero value means no header.
 	Header ProxyHeader
-	// ServerName, TLSVersion and Subject are the TLS layer.
+	// ServerName, TLSVersion and Subject are the TLS layer. With TLS at the
+	// load balancer, ServerName is the PROXY header's authority TLV (the SNI
+	// the load balancer saw, when it sends it), TLSVersion is zero, Subject
+	// is the identity LBTLS established, and LBTLS is what the load balancer
+	// reported; it is nil when the gateway terminated TLS.
 	ServerName string
 	TLSVersion uint16
 	Subject    string
+	LBTLS      *chain.LBTLS
 	// Refused is nil for an accepted connection, else why it was refused
 	// (see middleware.OutcomeOf); ConnAck is the CONNACK code sent then.
 	Refused error
@@ -102,7 +107,19 @@ func (c *Connection) layers(as []slog.Attr) []slog.Attr {
 	if c.TLSVersion != 0 {
 		as = append(as, slog.String("tls_version", tls.VersionName(c.TLSVersion)))
 	}
+	if c.LBTLS != nil {
+		// Who terminated TLS (the socket peer, which sent the header), and
+		// what it reported.
+		as = append(as, slog.String("tls_terminated_by", addrString(c.Result.Peer.Addr())), slog.Any("lb_tls", c.LBTLS))
+	}
 	return append(as, slog.String("tls_sni", c.ServerName), slog.String("tls_subject", c.Subject))
+}
+
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
 }
 
 // provenance returns what res says about a reading's sender, for its sink
@@ -132,6 +149,9 @@ func (c *Connection) provenance() sink.Provenance {
 		p.ProxyDestination = c.Header.Destination.String()
 	}
 	p.TLSServerName, p.TLSSubject, p.ClientID, p.Conn = c.ServerName, c.Subject, c.ClientID, c.Conn
+	if c.LBTLS != nil {
+		p.TLSTerminatedBy, p.TLSVersion, p.TLSIdentity = addrString(c.Result.Peer.Addr()), c.LBTLS.SSL.Version, c.LBTLS.Identity.String()
+	}
 	return p
 }
 
@@ -179,10 +199,12 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	g := h.g
 	c := connectionOf(cl)
 	certCN, hasCert := "", false
+	var lbErr error
 	if info, ok := chain.InfoFromConn(cl.Net.Conn); ok {
 		info.MarkConnected()
-		if len(info.State.PeerCertificates) > 0 {
-			certCN, hasCert = info.State.PeerCertificates[0].Subject.CommonName, true
+		certCN, hasCert = info.ClientCN()
+		if info.LBTLS != nil {
+			lbErr = info.LBTLS.Err
 		}
 	}
 	ctx := context.Background()
@@ -194,6 +216,10 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 		g.met.masqueraded(ctx, "mqtt")
 	}
 	err := g.admit(c.Result, c.ResolveErr)
+	if err == nil && g.cfg.LBTLS != nil && !hasCert {
+		// TLS at the load balancer: only a client it verified has an identity.
+		err = because(ErrNoVerifiedCert, lbErr)
+	}
 	if err == nil && hasCert && certCN != cl.ID {
 		// A device that proves who it is must not speak for another: its
 		// readings' ids are (client id, seq).
@@ -228,6 +254,9 @@ func connectionOf(cl *mqtt.Client) Connection {
 	c := Connection{ClientID: cl.ID, MQTTVersion: cl.Properties.ProtocolVersion}
 	if info, ok := chain.InfoFromConn(cl.Net.Conn); ok {
 		c.Conn, c.Header, c.ServerName, c.TLSVersion, c.Subject = info.ID, headerOf(info.Facts), info.ServerName, info.State.Version, info.Subject()
+		if c.LBTLS = info.LBTLS; c.LBTLS != nil {
+			c.ServerName, _ = info.Facts.TLVs.Authority()
+		}
 	}
 	c.Result, c.ResolveErr = middleware.ResultFromConn(cl.Net.Conn)
 	return c
