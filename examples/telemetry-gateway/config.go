@@ -49,8 +49,12 @@ type options struct {
 
 	httpTrusted clientip.PrefixSet
 	httpHeader  string
-	masquerade  clientip.PrefixSet
-	allow       clientip.PrefixSet
+
+	wsAddr, wsHeader, wsProtoHeader string
+	wsTrusted, wsProxyTrusted       clientip.PrefixSet
+	wsHosts, wsOrigins              string
+	masquerade                      clientip.PrefixSet
+	allow                           clientip.PrefixSet
 
 	tlsCert, tlsKey, tlsClientCA, tlsClientAuth string
 	tlsHosts, tlsSelfSignedOut                  string
@@ -104,6 +108,13 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 
 	fs.Var(prefixFlag{&o.httpTrusted}, "http-trusted", "proxies trusted to append -http-header on the HTTP port (repeatable)")
 	fs.StringVar(&o.httpHeader, "http-header", "X-Forwarded-For", "forwarding header read from -http-trusted peers: X-Forwarded-For, Forwarded, or a single-address header such as X-Real-IP")
+	fs.StringVar(&o.wsAddr, "ws-addr", "", "MQTT over WebSocket listener (ws://…/mqtt, subprotocol mqtt), plain HTTP behind an ingress that terminates TLS; empty disables")
+	fs.Var(prefixFlag{&o.wsTrusted}, "ws-trusted", "ingress proxies trusted to append -ws-header on the WebSocket listener (repeatable)")
+	fs.StringVar(&o.wsHeader, "ws-header", "X-Forwarded-For", "forwarding header read from -ws-trusted peers: X-Forwarded-For or Forwarded")
+	fs.Var(prefixFlag{&o.wsProxyTrusted}, "ws-proxy-trusted", "load balancers in front of the WebSocket listener that must send a PROXY header (repeatable); unset: no PROXY protocol there")
+	fs.StringVar(&o.wsProtoHeader, "ws-proto-header", "", "header in which -ws-trusted report the scheme the client used (X-Forwarded-Proto, or Forwarded for proto=), for the same-origin check; empty: the connection's own (http)")
+	fs.StringVar(&o.wsHosts, "ws-hosts", "", "hosts the WebSocket listener answers to, comma-separated (*.example.com allowed); an upgrade for another host is refused; empty: any")
+	fs.StringVar(&o.wsOrigins, "ws-origins", "", "origins, besides the request's own, that browsers may open a WebSocket from (https://dashboard.example.com), comma-separated; any other Origin is refused")
 	fs.Var(prefixFlag{&o.masquerade}, "masquerade", "node addresses that stand in for clients under externalTrafficPolicy: Cluster (repeatable)")
 	fs.Var(prefixFlag{&o.allow}, "allow", "admit only clients resolved inside these ranges, on MQTT (CONNACK not authorized) and HTTP (403); unset admits every resolved client (repeatable)")
 
@@ -283,6 +294,15 @@ func (o *options) check(from map[string]string) []error {
 	if ns, name, ok := strings.Cut(o.kubeService, "/"); o.kubeHealthAddr != "" && (!ok || ns == "" || name == "") {
 		bad("kube-service", fmt.Sprintf("%q", o.kubeService), "want namespace/name of the Service, which -kube-health-addr reports")
 	}
+	if _, err := o.wsOriginReader(); err != nil {
+		bad("ws-hosts", fmt.Sprintf("%q", o.wsHosts), "%v", err)
+	}
+	if _, err := o.wsAllowedOrigins(); err != nil {
+		bad("ws-origins", fmt.Sprintf("%q", o.wsOrigins), "%v", err)
+	}
+	if o.wsProtoHeader != "" && (strings.ContainsAny(o.wsProtoHeader, " ,:") || o.wsTrusted.Len() == 0) {
+		bad("ws-proto-header", fmt.Sprintf("%q", o.wsProtoHeader), "want one header name, written by the proxies of -ws-trusted")
+	}
 	if o.proxyRequired && o.proxyTrusted.Len() == 0 && o.proxyTrustedFile == "" {
 		bad("proxy-required", o.proxyRequired, "needs -proxy-trusted or -proxy-trusted-file: without a trusted load balancer every client would be refused")
 	}
@@ -397,6 +417,34 @@ func (o *options) logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("-log-format %q: want json or text", o.logFormat)
 }
 
+// wsOriginConfig is the WebSocket listener's origin configuration.
+func (o *options) wsOriginConfig() clientip.OriginConfig {
+	return clientip.OriginConfig{Proto: o.wsProtoHeader, AllowedHosts: splitList(o.wsHosts)}
+}
+
+// wsOriginReader checks wsOriginConfig.
+func (o *options) wsOriginReader() (*clientip.OriginReader, error) {
+	return clientip.NewOriginReader(o.wsOriginConfig())
+}
+
+// wsAllowedOrigins parses -ws-origins.
+func (o *options) wsAllowedOrigins() ([]clientip.Origin, error) {
+	var out []clientip.Origin
+	for _, v := range splitList(o.wsOrigins) {
+		org, err := clientip.ParseOrigin(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q: want scheme://host[:port]", v)
+		}
+		out = append(out, org)
+	}
+	return out, nil
+}
+
+// splitList splits a comma- or space-separated list.
+func splitList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
+}
+
 // lbTLSConfig is the configuration for TLS terminated at the load balancer
 // (-tls-at-lb): the CA that verifies forwarded client certificates again,
 // if -tls-client-ca names one.
@@ -427,7 +475,7 @@ func (o *options) tlsConfig(log *slog.Logger) (*tls.Config, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	default:
-		hosts := strings.FieldsFunc(o.tlsHosts, func(r rune) bool { return r == ',' || r == ' ' })
+		hosts := splitList(o.tlsHosts)
 		cert, err := pki.SelfSigned(hosts...)
 		if err != nil {
 			return nil, err

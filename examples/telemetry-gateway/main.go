@@ -241,10 +241,13 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 	if o.httpTrusted.Len() == 0 {
 		header = "" // nobody is trusted to write it
 	}
+	origins, _ := o.wsAllowedOrigins() // checked by parseOptions
 	return gateway.Config{
 		MQTTAddr: o.mqttAddr, HTTPAddr: o.httpAddr, AdminAddr: o.adminAddr, ExplainAllow: o.explainAllow,
 		ProxyTrusted: o.proxyTrusted, ProxyHeaderless: o.proxyHeaderless, ProxyHeaderTimeout: o.proxyHeaderTimeout, RequireProxy: o.proxyRequired,
 		HTTPTrusted: o.httpTrusted, HTTPHeader: header, Masquerade: o.masquerade, Allow: o.allow,
+		WSAddr: o.wsAddr, WSTrusted: o.wsTrusted, WSHeader: o.wsHeader, WSProxyTrusted: o.wsProxyTrusted,
+		WSOrigin: o.wsOriginConfig(), WSAllowedOrigins: origins,
 		TLS: tlsCfg, LBTLS: lbTLS, HandshakeTimeout: o.handshakeTimeout, ConnectTimeout: o.connectTimeout,
 		HTTPReadTimeout: o.httpReadTimeout,
 		Sink:            sink.Config{Path: o.sinkPath, Sync: o.sinkSync, MaxDevices: o.sinkMaxDevices},

@@ -66,6 +66,9 @@ type Config struct {
 	// Protocol is what the listener reports to mochi; "" means
 	// "tcp+proxy+tls", or "tcp+proxy" without TLS.
 	Protocol string
+	// IDs numbers the connections (Info.ID); listeners of one broker share
+	// it so that a number names one connection. Nil: the listener's own.
+	IDs *atomic.Uint64
 	// HandshakeTimeout bounds the TLS handshake, from the moment Inner
 	// returned the connection. Zero means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
@@ -199,7 +202,7 @@ func InfoFromConn(c net.Conn) (*Info, bool) {
 type Listener struct {
 	cfg    Config
 	tls    *tls.Config
-	nextID atomic.Uint64
+	nextID *atomic.Uint64
 
 	mu     sync.Mutex
 	closed bool
@@ -224,7 +227,10 @@ func New(cfg Config) (*Listener, error) {
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
-	l := &Listener{cfg: cfg, conns: make(map[*Conn]struct{})}
+	l := &Listener{cfg: cfg, conns: make(map[*Conn]struct{}), nextID: cfg.IDs}
+	if l.nextID == nil {
+		l.nextID = new(atomic.Uint64)
+	}
 	if cfg.TLS == nil {
 		return l, nil
 	}

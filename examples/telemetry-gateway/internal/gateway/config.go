@@ -58,6 +58,30 @@ type Config struct {
 	// (the ingress controllers and the header they append).
 	HTTPTrusted clientip.PrefixSet
 	HTTPHeader  string
+
+	// WSAddr is the MQTT-over-WebSocket listener (path /mqtt, subprotocol
+	// mqtt; see the ws package), plain HTTP behind an ingress that
+	// terminates TLS; "" disables it. Its connections go through the same
+	// CONNECT hook, policy, rate limit, log lines and sink provenance as the
+	// MQTT listener's, with the client resolved from the upgrade request.
+	WSAddr string
+	// WSTrusted are the ingress proxies trusted to append WSHeader
+	// ("X-Forwarded-For", "Forwarded", …) on the WebSocket listener, and
+	// WSProxyTrusted the load balancers in front of it that send a PROXY
+	// header (they must). Together they are the WebSocket chain's trusted
+	// hops: one clientip trust that its PROXY listener and resolver read.
+	WSTrusted      clientip.PrefixSet
+	WSHeader       string
+	WSProxyTrusted clientip.PrefixSet
+	// WSOrigin says how to read an upgrade request's own origin (the
+	// headers the trusted ingress writes, such as X-Forwarded-Proto) and
+	// which hosts the gateway answers to (AllowedHosts; a request for
+	// another is refused with 403). WSAllowedOrigins are the origins,
+	// besides the request's own, browsers may open a WebSocket from; an
+	// upgrade with any other Origin is refused with 403. Requests without
+	// an Origin (devices, not browsers) are not checked against origins.
+	WSOrigin         clientip.OriginConfig
+	WSAllowedOrigins []clientip.Origin
 	// Masquerade are node addresses that stand in for clients
 	// (externalTrafficPolicy: Cluster).
 	Masquerade clientip.PrefixSet

@@ -18,6 +18,7 @@ import (
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/reading"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ws"
 	"github.com/sourceip/sourceip/middleware"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/sourceip/sourceip/ratelimit"
@@ -29,6 +30,9 @@ type Connection struct {
 	Conn        uint64 // the listener's connection number
 	ClientID    string
 	MQTTVersion byte // 4 (3.1.1) or 5
+	// Transport is "websocket" for MQTT over WebSocket (the client was
+	// resolved from the upgrade request), "" for the MQTT listener.
+	Transport string
 	// Result and ResolveErr are clientip's answer, resolved once when the
 	// connection was accepted. Result.Peer is the socket peer and
 	// Result.Proxy the PROXY header's source: the only place the gateway
@@ -103,6 +107,9 @@ func (c *Connection) attrs() []slog.Attr {
 // TLS.
 func (c *Connection) layers(as []slog.Attr) []slog.Attr {
 	as = append(as, slog.Uint64("conn", c.Conn), slog.String("client_id", c.ClientID), slog.Int("mqtt_version", int(c.MQTTVersion)))
+	if c.Transport != "" {
+		as = append(as, slog.String("transport", c.Transport))
+	}
 	as = append(as, c.Header.attrs()...)
 	if c.TLSVersion != 0 {
 		as = append(as, slog.String("tls_version", tls.VersionName(c.TLSVersion)))
@@ -148,7 +155,7 @@ func (c *Connection) provenance() sink.Provenance {
 	if c.Header.Command == proxyproto.CommandProxy {
 		p.ProxyDestination = c.Header.Destination.String()
 	}
-	p.TLSServerName, p.TLSSubject, p.ClientID, p.Conn = c.ServerName, c.Subject, c.ClientID, c.Conn
+	p.TLSServerName, p.TLSSubject, p.ClientID, p.Conn, p.Transport = c.ServerName, c.Subject, c.ClientID, c.Conn, c.Transport
 	if c.LBTLS != nil {
 		p.TLSTerminatedBy, p.TLSVersion, p.TLSIdentity = addrString(c.Result.Peer.Addr()), c.LBTLS.SSL.Version, c.LBTLS.Identity.String()
 	}
@@ -252,6 +259,9 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 // connection; the decision fields are left zero.
 func connectionOf(cl *mqtt.Client) Connection {
 	c := Connection{ClientID: cl.ID, MQTTVersion: cl.Properties.ProtocolVersion}
+	if cl.Net.Listener == wsListenerID {
+		c.Transport = "websocket"
+	}
 	if info, ok := chain.InfoFromConn(cl.Net.Conn); ok {
 		c.Conn, c.Header, c.ServerName, c.TLSVersion, c.Subject = info.ID, headerOf(info.Facts), info.ServerName, info.State.Version, info.Subject()
 		if c.LBTLS = info.LBTLS; c.LBTLS != nil {
@@ -536,6 +546,25 @@ func (g *Gateway) onProxyReject(r proxyproto.Rejection) {
 	}
 	g.met.connection(ctx, "proxy_rejected", r.Reason.String())
 	g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt connection failed", slog.String("stage", "proxy"), slog.Any("rejection", r))
+}
+
+// onWSRefuse logs an upgrade request the WebSocket listener refused, with
+// clientip's layers as the middleware renders them: a cross-origin request
+// or a host the gateway does not answer to at WARN, a request that is not an
+// MQTT WebSocket upgrade (an ingress's health check, say) at DEBUG.
+func (g *Gateway) onWSRefuse(r ws.Refusal) {
+	ctx := context.Background()
+	level := slog.LevelWarn
+	if errors.Is(r.Err, ws.ErrNotUpgrade) || errors.Is(r.Err, ws.ErrNoSubprotocol) {
+		level = slog.LevelDebug
+	}
+	g.met.connection(ctx, "websocket_refused", middleware.OutcomeOf(r.ResolveErr).String())
+	as := middleware.Attrs(r.Result, r.ResolveErr)
+	as = append(as, slog.String("stage", "websocket"), slog.String("transport", "websocket"))
+	as = append(as, headerOf(r.Facts).attrs()...)
+	as = append(as, slog.String("path", r.Path), slog.String("host", r.Host), slog.String("origin", r.Origin),
+		slog.Int("status", r.Status), slog.String("failure", r.Err.Error()))
+	g.log.LogAttrs(ctx, level, "mqtt connection failed", as...)
 }
 
 // onChainFailure logs a connection that failed in the TLS handshake or
