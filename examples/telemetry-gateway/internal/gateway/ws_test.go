@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ws"
 	"github.com/sourceip/sourceip/internal/e2e"
+	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -172,4 +174,39 @@ func TestWebSocketBehindNginx(t *testing.T) {
 		assert.True(t, strings.HasPrefix(p.Peer, ingressAddr+":"), r.ID)
 		assert.NotContains(t, fmt.Sprint(p), "203.0.113.9", r.ID)
 	}
+}
+
+// TestWebSocketBehindPROXY: a load balancer in front of the WebSocket
+// listener that sends PROXY headers (WSProxyTrusted) is a trusted hop of
+// the same chain: the client is the PROXY source (an X-Forwarded-For that
+// no trusted ingress wrote is not read), and a peer that is not such a load
+// balancer cannot send a header.
+func TestWebSocketBehindPROXY(t *testing.T) {
+	e := start(t, func(c *Config) {
+		c.WSAddr = "127.0.0.1:0"
+		c.WSProxyTrusted = clientip.MustParsePrefixSet(lbAddr.String())
+	})
+	dial := func(t *testing.T, local netip.Addr, src string, h http.Header) (net.Conn, error) {
+		d := websocket.Dialer{HandshakeTimeout: 5 * time.Second, Subprotocols: []string{ws.Subprotocol},
+			NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				return proxyproto.DialContext(ctx, &net.Dialer{LocalAddr: &net.TCPAddr{IP: local.AsSlice()}}, network, addr,
+					proxyproto.Header{Version: 2, Command: proxyproto.CommandProxy, Source: netip.MustParseAddrPort(src)})
+			}}
+		c, _, err := d.Dial("ws://"+e.g.WSAddr()+"/mqtt", h)
+		if err != nil {
+			return nil, err
+		}
+		return ws.NewConn(c), nil
+	}
+	conn, err := dial(t, lbAddr, "192.0.2.7:7000", http.Header{"X-Forwarded-For": {"203.0.113.9"}})
+	require.NoError(t, err)
+	c, _, err := connect5(t, conn, "wsp1")
+	require.NoError(t, err)
+	_ = c.Disconnect(&paho.Disconnect{})
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "wsp1", "outcome": "accepted", "transport": "websocket",
+		"clientip.client": "192.0.2.7", "clientip.source": "proxy-protocol", "clientip.peer": lbAddr.String() + ":*", "proxy_header": "v2 proxy"})
+
+	_, err = dial(t, netip.MustParseAddr("127.0.0.66"), "192.0.2.8:7000", nil)
+	require.Error(t, err, "a PROXY header from a peer that is not a trusted load balancer")
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy", "rejection.reason": "untrusted_header"})
 }
