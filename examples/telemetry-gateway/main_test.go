@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -16,10 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/gorilla/websocket"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/fstest"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ws"
 	"github.com/sourceip/sourceip/internal/e2e"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/stretchr/testify/assert"
@@ -336,4 +341,49 @@ func TestTLSAtLBCommand(t *testing.T) {
 	require.Equal(t, 0, stop(), "exit code; log:\n%s", &logs.raw)
 	assert.Contains(t, logs.raw.String(), `"lb_tls":{"reported":{"tls":true,"version":"TLSv1.3","cert":"verified","cn":"lb1","cert_sha256":`)
 	assert.Contains(t, logs.raw.String(), `"identity":"certificate"},"tls_sni":"","tls_subject":"CN=lb1"`)
+}
+
+// TestWebSocketCommand: the -ws-* flags reach the WebSocket listener: its
+// chain trusts -ws-trusted's header, -ws-origins and -ws-hosts hold
+// browsers to their origins.
+func TestWebSocketCommand(t *testing.T) {
+	dir := t.TempDir()
+	logs, stop := serveCommand(t, "-sink", filepath.Join(dir, "t.jsonl"), "-tls-self-signed-out", filepath.Join(dir, "cert.pem"),
+		"-ws-addr", "127.0.0.1:0", "-ws-trusted", "127.0.0.1", "-ws-proto-header", "X-Forwarded-Proto",
+		"-ws-hosts", "iot.example", "-ws-origins", "https://dashboard.example")
+	addr := logs.field(t, "gateway started", "ws")
+	dial := func(host string, h http.Header) (*websocket.Conn, *http.Response, error) {
+		d := websocket.Dialer{HandshakeTimeout: 5 * time.Second, Subprotocols: []string{"mqtt"},
+			NetDialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}}
+		return d.Dial("ws://"+host+"/mqtt", h)
+	}
+	c, _, err := dial("iot.example", http.Header{"X-Forwarded-For": {"192.0.2.9"}, "X-Forwarded-Proto": {"https"}, "Origin": {"https://dashboard.example"}})
+	require.NoError(t, err, "an allowed origin")
+	conn := ws.NewConn(c)
+	pc := paho.NewClient(paho.ClientConfig{Conn: packets.NewThreadSafeConn(conn), PacketTimeout: 5 * time.Second})
+	_, err = pc.Connect(t.Context(), &paho.Connect{ClientID: "wsc1", CleanStart: true, KeepAlive: 30})
+	require.NoError(t, err)
+	_, err = pc.Publish(t.Context(), &paho.Publish{Topic: "telemetry/wsc1", QoS: 1, Payload: device.Reading("wsc1", 1, 1)})
+	require.NoError(t, err)
+	_ = pc.Disconnect(&paho.Disconnect{})
+	for _, tt := range []struct {
+		host, origin string
+	}{{"iot.example", "https://evil.example"}, {"evil.example", ""}} {
+		h := http.Header{"X-Forwarded-Proto": {"https"}}
+		if tt.origin != "" {
+			h.Set("Origin", tt.origin)
+		}
+		_, resp, err := dial(tt.host, h)
+		require.Error(t, err)
+		if assert.NotNil(t, resp) {
+			assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%s %s", tt.host, tt.origin)
+		}
+	}
+	require.Equal(t, 0, stop(), "exit code; log:\n%s", &logs.raw)
+	assert.Contains(t, logs.raw.String(), `"clientip":{"client":"192.0.2.9","source":"x-forwarded-for"`)
+	sum, err := sink.SummarizeFile(filepath.Join(dir, "t.jsonl"))
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Count["wsc1/1"])
 }

@@ -40,7 +40,7 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	in := &instruments{sets: make(map[[3]string]metric.MeasurementOption)}
 	var err error
 	if in.conns, err = m.Int64Counter("gateway.connections",
-		metric.WithDescription("MQTT connections by outcome: accepted, refused, proxy_rejected, tls_failed, connect_failed"),
+		metric.WithDescription("MQTT connections by outcome: accepted, refused, proxy_rejected, tls_failed, connect_failed, websocket_refused"),
 		metric.WithUnit("{connection}")); err != nil {
 		return nil, err
 	}

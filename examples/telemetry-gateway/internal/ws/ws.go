@@ -233,13 +233,14 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and a browser's request from another origin than the request's own or an
 // allowed one.
 func (l *Listener) checkOrigin(r *http.Request, res clientip.Result, rerr error) (int, error) {
-	var own clientip.Origin
-	var ownErr error
-	if rerr == nil || errors.Is(rerr, clientip.ErrMasqueraded) {
-		own, ownErr = l.cfg.Origin.ReadRequest(r, res)
-		if errors.Is(ownErr, clientip.ErrHostNotAllowed) {
-			return http.StatusForbidden, fmt.Errorf("%w: %w", ErrHostNotAllowed, ownErr)
-		}
+	if rerr != nil && !errors.Is(rerr, clientip.ErrMasqueraded) {
+		// No client to read the origin for (CONNECT will be refused): the
+		// request's own scheme and Host, so that the host is checked.
+		res = clientip.Result{Client: res.Peer.Addr(), Source: clientip.SourceSocket, Peer: res.Peer}
+	}
+	own, ownErr := l.cfg.Origin.ReadRequest(r, res)
+	if errors.Is(ownErr, clientip.ErrHostNotAllowed) {
+		return http.StatusForbidden, fmt.Errorf("%w: %w", ErrHostNotAllowed, ownErr)
 	}
 	lines := r.Header.Values("Origin")
 	if len(lines) == 0 {

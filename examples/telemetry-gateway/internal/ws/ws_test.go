@@ -188,6 +188,7 @@ func TestOriginAndHost(t *testing.T) {
 			"Origin": "null"}, "/mqtt", 403, ErrCrossOrigin},
 		{"a host the gateway does not answer to (DNS rebinding)", map[string]string{"X-Forwarded-For": "203.0.113.7", "X-Forwarded-Proto": "https",
 			"Host": "evil.example"}, "/mqtt", 403, ErrHostNotAllowed},
+		{"a host the gateway does not answer to, from a client that cannot be resolved", map[string]string{"Host": "evil.example"}, "/mqtt", 403, ErrHostNotAllowed},
 		{"another path", nil, "/", 404, ErrNotUpgrade},
 		{"no mqtt subprotocol", map[string]string{"Sec-WebSocket-Protocol": "chat"}, "/mqtt", 400, ErrNoSubprotocol},
 	}
