@@ -88,14 +88,21 @@ func (c *conn) RemoteAddr() net.Addr { return c.ws.RemoteAddr() }
 
 // SetDeadline implements net.Conn.
 func (c *conn) SetDeadline(t time.Time) error {
-	return errors.Join(c.ws.SetReadDeadline(t), c.ws.SetWriteDeadline(t))
+	return errors.Join(c.SetReadDeadline(t), c.SetWriteDeadline(t))
 }
 
 // SetReadDeadline implements net.Conn.
 func (c *conn) SetReadDeadline(t time.Time) error { return c.ws.SetReadDeadline(t) }
 
-// SetWriteDeadline implements net.Conn.
-func (c *conn) SetWriteDeadline(t time.Time) error { return c.ws.SetWriteDeadline(t) }
+// SetWriteDeadline implements net.Conn. gorilla keeps the write deadline in
+// a field each write reads, not on the socket, so it is set under the
+// writers' lock: a broker sets deadlines from its read loop while another
+// goroutine writes (mochi does).
+func (c *conn) SetWriteDeadline(t time.Time) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.ws.SetWriteDeadline(t)
+}
 
 // NetConn returns the connection under the WebSocket, so that
 // proxyproto.FactsFromConn reaches the PROXY layer.

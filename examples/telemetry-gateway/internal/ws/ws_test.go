@@ -237,3 +237,33 @@ func check(t *testing.T, f *fixture, c *websocket.Conn, resp *http.Response, err
 		assert.Fail(t, "no refusal reported")
 	}
 }
+
+// TestDeadlinesBesideWrites: a broker sets a connection's deadlines from
+// its read loop while another goroutine writes (mochi's keepalive beside
+// the gateway's acknowledgement queue); run with -race.
+func TestDeadlinesBesideWrites(t *testing.T) {
+	f := listen(t, false, nil)
+	ws, _, err := f.dial(t, "/mqtt", nil, "")
+	require.NoError(t, err)
+	c := f.accept(t)
+	go func() {
+		for {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			if _, err := c.Write([]byte("\x40\x02\x00\x01")); err != nil {
+				return
+			}
+		}
+	}()
+	for range 200 {
+		require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+	}
+	<-done
+}
