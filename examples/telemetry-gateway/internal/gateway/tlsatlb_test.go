@@ -2,8 +2,14 @@ package gateway
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -194,7 +200,9 @@ func (e *env) sslDevice(t *testing.T, id string, version byte, src string, ssl *
 // own writer) has it verified again against the gateway's client CA: a
 // certificate from the gateway's CA is the identity, one from a CA only the
 // load balancer trusts is refused although the load balancer says it
-// verified it, and so is a CN sub-TLV that is not the certificate's.
+// verified it, and so is a CN sub-TLV that is not the certificate's. A
+// certificate whose header passes 4 KiB gets through (the PROXY listener's
+// MaxHeaderBytes in this mode).
 func TestTLSAtLBForwardedCertificate(t *testing.T) {
 	e := startTLSAtLB(t)
 	stranger, err := pki.NewCA("a CA only the load balancer trusts")
@@ -203,6 +211,19 @@ func TestTLSAtLBForwardedCertificate(t *testing.T) {
 		c, err := ca.Client(cn)
 		require.NoError(t, err)
 		return string(c.Certificate[0])
+	}
+	// A certificate with a long subject: its header passes the 4 KiB a PROXY
+	// listener accepts by default (proxyproto.MaxHeaderLen).
+	long := func(cn string) string {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		require.NoError(t, err)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: cn, OrganizationalUnit: []string{strings.Repeat("u", 5000)}},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, e.ca.Cert, &key.PublicKey, e.ca.Key)
+		require.NoError(t, err)
+		require.Greater(t, len(der), proxyproto.MaxHeaderLen)
+		return string(der)
 	}
 	verified := proxyproto.SSLClientTLS | proxyproto.SSLClientCertConn | proxyproto.SSLClientCertSess
 	tests := []struct {
@@ -214,6 +235,7 @@ func TestTLSAtLBForwardedCertificate(t *testing.T) {
 	}{
 		{"the gateway's CA, MQTT 5", "f1", 5, proxyproto.SSL{Client: verified, Version: "TLSv1.3", CN: "f1", CertDER: der(e.ca, "f1")}, ""},
 		{"the gateway's CA, MQTT 3.1.1, no CN sub-TLV", "f2", 4, proxyproto.SSL{Client: verified, Version: "TLSv1.2", CertDER: der(e.ca, "f2")}, ""},
+		{"the gateway's CA, a certificate longer than 4 KiB", "f6", 5, proxyproto.SSL{Client: verified, Version: "TLSv1.3", CN: "f6", CertDER: long("f6")}, ""},
 		{"a CA only the load balancer trusts", "f3", 5, proxyproto.SSL{Client: verified, Version: "TLSv1.3", CN: "f3", CertDER: der(stranger, "f3")},
 			"gateway: no client certificate verified at the load balancer: proxyproto: client certificate does not verify*"},
 		{"a CN sub-TLV that is not the certificate's", "f5", 4, proxyproto.SSL{Client: verified, Version: "TLSv1.3", CN: "f5", CertDER: der(e.ca, "f4")},
@@ -237,11 +259,11 @@ func TestTLSAtLBForwardedCertificate(t *testing.T) {
 			require.NoError(t, c.Publish(t.Context(), "telemetry/"+tt.id, 1, device.Reading(tt.id, 1, 1)))
 			c.Close()
 			e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": tt.id, "outcome": "accepted",
-				"tls_subject": "CN=" + tt.id, "lb_tls.identity": "certificate", "lb_tls.reported.cert_sha256": "*"})
+				"tls_subject": "CN=" + tt.id + "*", "lb_tls.identity": "certificate", "lb_tls.reported.cert_sha256": "*"})
 		})
 	}
 	recs := e.records(t)
-	require.Len(t, recs, 2)
+	require.Len(t, recs, 3)
 	for _, r := range recs {
 		assert.Equal(t, "certificate", r.Provenance.TLSIdentity, r.ID)
 		assert.Equal(t, lbAddr.String(), r.Provenance.TLSTerminatedBy, r.ID)
