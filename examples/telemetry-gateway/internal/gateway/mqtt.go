@@ -558,7 +558,7 @@ func (g *Gateway) onWSRefuse(r ws.Refusal) {
 	if errors.Is(r.Err, ws.ErrNotUpgrade) || errors.Is(r.Err, ws.ErrNoSubprotocol) {
 		level = slog.LevelDebug
 	}
-	g.met.connection(ctx, "websocket_refused", middleware.OutcomeOf(r.ResolveErr).String())
+	g.met.connection(ctx, "websocket_refused", r.Reason())
 	as := middleware.Attrs(r.Result, r.ResolveErr)
 	as = append(as, slog.String("stage", "websocket"), slog.String("transport", "websocket"))
 	as = append(as, headerOf(r.Facts).attrs()...)

@@ -94,6 +94,20 @@ type Refusal struct {
 	Err error
 }
 
+// Reason names why the request was refused, for metrics: "not_upgrade",
+// "no_subprotocol", "cross_origin" or "host_not_allowed".
+func (r Refusal) Reason() string {
+	for _, k := range []struct {
+		err  error
+		name string
+	}{{ErrNotUpgrade, "not_upgrade"}, {ErrNoSubprotocol, "no_subprotocol"}, {ErrCrossOrigin, "cross_origin"}, {ErrHostNotAllowed, "host_not_allowed"}} {
+		if errors.Is(r.Err, k.err) {
+			return k.name
+		}
+	}
+	return "error"
+}
+
 // Listener is a net.Listener of MQTT-over-WebSocket connections, for
 // chain.Listener. Create it with New.
 type Listener struct {

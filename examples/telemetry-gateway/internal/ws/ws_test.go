@@ -233,6 +233,7 @@ func check(t *testing.T, f *fixture, c *websocket.Conn, resp *http.Response, err
 	case r := <-f.refusals:
 		assert.ErrorIs(t, r.Err, wantErr)
 		assert.Equal(t, status, r.Status)
+		assert.NotEqual(t, "error", r.Reason())
 	case <-time.After(3 * time.Second):
 		assert.Fail(t, "no refusal reported")
 	}
