@@ -55,7 +55,9 @@
 // [NewListener] wraps a listener, typically a proxyproto.Listener, so that each
 // connection carries its resolution; [ResultFromConn] reads it back, through
 // a *tls.Conn as well. Resolution failures travel with the connection instead
-// of closing it, so that the server can refuse in its own protocol.
+// of closing it, so that the server can refuse in its own protocol. A
+// connection resolved from something else, such as the HTTP request a
+// WebSocket was upgraded from, carries its resolution with [WithResult].
 //
 // # Observation
 //

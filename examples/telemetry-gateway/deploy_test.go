@@ -216,3 +216,82 @@ func TestManifestMemoryFitsTheIndex(t *testing.T) {
 	assert.Less(t, memLimit, limit, "GOMEMLIMIT below the container's limit")
 	assert.LessOrEqual(t, 2*index, memLimit, "a full index takes at most half of GOMEMLIMIT")
 }
+
+// TestManifestsRunTheImage: the Deployments run the image ./build-image
+// builds (the manifests named one that nothing built), as the user the
+// Containerfile sets, with a read-only root file system and no privileges,
+// and whatever the gateway writes is on a writable volume.
+func TestManifestsRunTheImage(t *testing.T) {
+	script := string(mustRead(t, "build-image"))
+	m := regexp.MustCompile(`image=\$\{1:-([^}]+)\}`).FindStringSubmatch(script)
+	require.NotNil(t, m, "build-image's default image")
+	image := m[1]
+	m = regexp.MustCompile(`(?m)^USER (\d+):(\d+)$`).FindStringSubmatch(string(mustRead(t, "Containerfile")))
+	require.NotNil(t, m, "the Containerfile's USER")
+	uid, _ := strconv.Atoi(m[1])
+	require.NotZero(t, uid, "a non-root user")
+	for _, name := range deployments {
+		var dep struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						SecurityContext struct {
+							RunAsNonRoot   *bool `json:"runAsNonRoot"`
+							RunAsUser      *int  `json:"runAsUser"`
+							SeccompProfile struct {
+								Type string `json:"type"`
+							} `json:"seccompProfile"`
+						} `json:"securityContext"`
+						Containers []struct {
+							Image           string `json:"image"`
+							ImagePullPolicy string `json:"imagePullPolicy"`
+							Env             []struct {
+								Name  string `json:"name"`
+								Value string `json:"value"`
+							} `json:"env"`
+							SecurityContext struct {
+								AllowPrivilegeEscalation *bool `json:"allowPrivilegeEscalation"`
+								ReadOnlyRootFilesystem   *bool `json:"readOnlyRootFilesystem"`
+								Privileged               *bool `json:"privileged"`
+								Capabilities             struct {
+									Add  []string `json:"add"`
+									Drop []string `json:"drop"`
+								} `json:"capabilities"`
+							} `json:"securityContext"`
+							VolumeMounts []struct {
+								MountPath string `json:"mountPath"`
+								ReadOnly  bool   `json:"readOnly"`
+							} `json:"volumeMounts"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		require.NoError(t, yaml.Unmarshal(mustRead(t, filepath.Join("deploy", name)), &dep), name)
+		pod := dep.Spec.Template.Spec
+		require.Len(t, pod.Containers, 1, name)
+		c := pod.Containers[0]
+		assert.Equal(t, image, c.Image, "%s: the image build-image builds", name)
+		assert.Equal(t, "IfNotPresent", c.ImagePullPolicy, "%s: a locally built image is not pulled", name)
+		sc := pod.SecurityContext
+		assert.True(t, sc.RunAsNonRoot != nil && *sc.RunAsNonRoot, "%s: runAsNonRoot", name)
+		assert.True(t, sc.RunAsUser != nil && *sc.RunAsUser == uid, "%s: runAsUser is the Containerfile's %d", name, uid)
+		assert.Equal(t, "RuntimeDefault", sc.SeccompProfile.Type, "%s: seccomp", name)
+		csc := c.SecurityContext
+		assert.True(t, csc.ReadOnlyRootFilesystem != nil && *csc.ReadOnlyRootFilesystem, "%s: readOnlyRootFilesystem", name)
+		assert.True(t, csc.AllowPrivilegeEscalation != nil && !*csc.AllowPrivilegeEscalation, "%s: allowPrivilegeEscalation false", name)
+		assert.True(t, csc.Privileged == nil || !*csc.Privileged, "%s: not privileged", name)
+		assert.Equal(t, []string{"ALL"}, csc.Capabilities.Drop, "%s: every capability dropped", name)
+		assert.Empty(t, csc.Capabilities.Add, "%s: none added", name)
+		for _, e := range c.Env {
+			if e.Name != "GATEWAY_SINK" {
+				continue
+			}
+			writable := false
+			for _, vm := range c.VolumeMounts {
+				writable = writable || !vm.ReadOnly && strings.HasPrefix(e.Value, strings.TrimSuffix(vm.MountPath, "/")+"/")
+			}
+			assert.True(t, writable, "%s: the sink %s is on a writable volume (the root file system is read-only)", name, e.Value)
+		}
+	}
+}

@@ -28,33 +28,38 @@ func (g *Gateway) mountExplain(mux *http.ServeMux) error {
 			return
 		}
 		q := r.URL.Query()
-		c, id, ok := g.hook.find(q.Get("conn"), q.Get("client"))
+		c, s, ok := g.hook.find(q.Get("conn"), q.Get("client"))
 		if !ok {
 			http.Error(w, "no open MQTT connection with that conn or client id", http.StatusNotFound)
 			return
 		}
-		h.ServeConn(w, r, c, id)
+		if s.conn.Transport != "" {
+			// Its client was resolved from the upgrade request's headers,
+			// which are gone, under another chain's trust.
+			http.Error(w, "an MQTT-over-WebSocket connection: its client was resolved from the upgrade request, whose layers its log line shows", http.StatusConflict)
+			return
+		}
+		h.ServeConn(w, r, c, "conn "+strconv.FormatUint(s.conn.Conn, 10)+" client "+s.conn.ClientID)
 	})
 	return nil
 }
 
-// find returns the network connection of the open session whose
-// connection number is conn or whose client id is client, and a name for
-// it.
-func (h *hook) find(conn, client string) (net.Conn, string, bool) {
+// find returns the network connection and the session of the open session
+// whose connection number is conn or whose client id is client.
+func (h *hook) find(conn, client string) (net.Conn, *session, bool) {
 	num, err := strconv.ParseUint(conn, 10, 64)
 	if conn != "" && err != nil {
-		return nil, "", false
+		return nil, nil, false
 	}
 	var found net.Conn
-	var name string
+	var fs *session
 	h.sessions.Range(func(k, v any) bool {
 		cl, s := k.(*mqtt.Client), v.(*session)
 		if conn != "" && s.conn.Conn == num || conn == "" && client != "" && s.conn.ClientID == client {
-			found, name = cl.Net.Conn, "conn "+strconv.FormatUint(s.conn.Conn, 10)+" client "+s.conn.ClientID
+			found, fs = cl.Net.Conn, s
 			return false
 		}
 		return true
 	})
-	return found, name, found != nil
+	return found, fs, found != nil
 }

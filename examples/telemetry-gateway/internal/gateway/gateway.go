@@ -1,7 +1,9 @@
 // Package gateway is the telemetry gateway: an embedded MQTT broker
 // (mochi-mqtt) behind a listener chain that reads PROXY headers only from
-// trusted load balancers, terminates TLS with a deadline and waits for
-// CONNECT with a deadline; an HTTP ingest endpoint behind chi and the
+// trusted load balancers, terminates TLS with a deadline (or reads what a
+// load balancer that terminated it reported) and waits for CONNECT with a
+// deadline; the same broker over WebSocket behind an ingress (package ws);
+// an HTTP ingest endpoint behind chi and the
 // sourceip middleware; and an admin server with readiness, liveness and
 // Prometheus metrics. Every accepted reading goes to a durable sink with the
 // provenance of its sender before it is acknowledged.
@@ -10,7 +12,8 @@
 //
 //	TCP accept ─► proxyproto.Listener (trusted LB? read PROXY header with timeout)
 //	           ─► middleware.NewListener (clientip resolves the chain once)
-//	           ─► chain.Listener: TLS handshake (deadline; SNI, client cert)
+//	           ─► chain.Listener: TLS handshake (deadline; SNI, client cert),
+//	              or the TLS facts a load balancer reported in the PROXY header
 //	           ─► mochi: CONNECT (deadline) ─► OnConnect: allowlist, one log line
 //	           ─► PUBLISH ─► OnPublish: rate limit, validate, sink (fsync) ─► PUBACK
 package gateway
@@ -32,6 +35,7 @@ import (
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/reading"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ws"
 	"github.com/sourceip/sourceip/middleware"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/sourceip/sourceip/ratelimit"
@@ -56,11 +60,15 @@ type Gateway struct {
 	// the middleware for HTTP. The MQTT chain's can change while serving.
 	mqttTrust *clientip.Store
 	httpTrust *clientip.Resolver
+	wsTrust   *clientip.Resolver
+	wsOrigin  *clientip.OriginReader
 
 	srv       *mqtt.Server
 	srvClose  func()
 	proxyLn   *proxyproto.Listener
 	chainLn   *chain.Listener
+	wsLn      *chain.Listener // nil without WSAddr
+	connIDs   atomic.Uint64   // numbers the connections of both
 	hook      *hook
 	httpSrv   *http.Server
 	httpLn    net.Listener
@@ -122,6 +130,21 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.HTTPAddr != "" {
 		if g.httpTrust, err = clientip.New(clientip.Config{TrustedProxies: cfg.HTTPTrusted, Header: cfg.HTTPHeader, Masquerade: cfg.Masquerade}); err != nil {
 			return nil, fmt.Errorf("gateway: HTTP resolver: %w", err)
+		}
+	}
+	if cfg.WSAddr != "" {
+		trusted, header := cfg.WSTrusted.Union(cfg.WSProxyTrusted), cfg.WSHeader
+		if header == "" {
+			header = "X-Forwarded-For"
+		}
+		if cfg.WSTrusted.Len() == 0 {
+			header = "" // nobody is trusted to write it
+		}
+		if g.wsTrust, err = clientip.New(clientip.Config{TrustedProxies: trusted, Header: header, Masquerade: cfg.Masquerade}); err != nil {
+			return nil, fmt.Errorf("gateway: WebSocket resolver: %w", err)
+		}
+		if g.wsOrigin, err = clientip.NewOriginReader(cfg.WSOrigin); err != nil {
+			return nil, fmt.Errorf("gateway: WebSocket origin: %w", err)
 		}
 	}
 	if cfg.Allow.Len() > 0 {
@@ -218,8 +241,9 @@ func (g *Gateway) Start() error {
 	if g.endpoints != nil {
 		g.endpoints.Set(g.kubeEP, trafficpolicy.EndpointReady)
 	}
-	g.log.Info("gateway started", "mqtt", g.MQTTAddr(), "http", g.HTTPAddr(), "admin", g.AdminAddr(),
-		"kube_health", g.KubeHealthAddr(), "proxy_trusted", g.cfg.ProxyTrusted.String(),
+	g.log.Info("gateway started", "mqtt", g.MQTTAddr(), "ws", g.WSAddr(), "http", g.HTTPAddr(), "admin", g.AdminAddr(),
+		"kube_health", g.KubeHealthAddr(), "tls_terminated_by", map[bool]string{false: "gateway", true: "load balancer"}[g.cfg.LBTLS != nil],
+		"proxy_trusted", g.cfg.ProxyTrusted.String(),
 		"http_trusted", g.cfg.HTTPTrusted.String(), "http_header", g.cfg.HTTPHeader,
 		"masquerade", g.cfg.Masquerade.String(), "allow", g.cfg.Allow.String())
 	return nil
@@ -230,20 +254,26 @@ func (g *Gateway) startMQTT() error {
 	if err != nil {
 		return fmt.Errorf("gateway: MQTT listener: %w", err)
 	}
-	g.proxyLn, err = proxyproto.NewListener(tcp, proxyproto.Config{
+	pc := proxyproto.Config{
 		Trust:             g.mqttTrust,
 		Headerless:        g.cfg.ProxyHeaderless,
 		ReadHeaderTimeout: g.cfg.ProxyHeaderTimeout,
 		OnReject:          g.onProxyReject,
-	})
+	}
+	if g.cfg.LBTLS != nil {
+		pc.MaxHeaderBytes = proxyproto.MaxHeaderBytesLimit // a forwarded client certificate can pass 4 KiB
+	}
+	g.proxyLn, err = proxyproto.NewListener(tcp, pc)
 	if err != nil {
 		tcp.Close()
 		return fmt.Errorf("gateway: PROXY listener: %w", err)
 	}
 	g.chainLn, err = chain.New(chain.Config{
 		ID:               "mqtts",
+		IDs:              &g.connIDs,
 		Inner:            middleware.NewListener(g.proxyLn, g.mqttTrust),
 		TLS:              g.cfg.TLS,
+		LBTLS:            g.cfg.LBTLS,
 		HandshakeTimeout: g.cfg.HandshakeTimeout,
 		ConnectTimeout:   g.cfg.ConnectTimeout,
 		OnFailure:        g.onChainFailure,
@@ -280,7 +310,54 @@ func (g *Gateway) startMQTT() error {
 		g.proxyLn.Close()
 		return err
 	}
+	if g.cfg.WSAddr != "" {
+		if err := g.startWS(); err != nil {
+			g.proxyLn.Close()
+			return err
+		}
+	}
 	return g.srv.Serve()
+}
+
+// wsListenerID is the WebSocket listener's id in mochi (cl.Net.Listener).
+const wsListenerID = "ws"
+
+// startWS binds the MQTT-over-WebSocket listener and adds it to the
+// broker: TCP, a PROXY listener when load balancers in front send headers,
+// the ws listener that resolves each upgrade request's client and checks its
+// origin, and a chain listener for the CONNECT deadline and failure reports.
+func (g *Gateway) startWS() error {
+	tcp, err := net.Listen("tcp", g.cfg.WSAddr)
+	if err != nil {
+		return fmt.Errorf("gateway: WebSocket listener: %w", err)
+	}
+	var inner net.Listener = tcp
+	if g.cfg.WSProxyTrusted.Len() > 0 {
+		if inner, err = proxyproto.NewListener(tcp, proxyproto.Config{
+			Trust:             g.wsTrust,
+			Upstreams:         g.cfg.WSProxyTrusted,
+			Headerless:        g.cfg.ProxyHeaderless,
+			ReadHeaderTimeout: g.cfg.ProxyHeaderTimeout,
+			OnReject:          g.onProxyReject,
+		}); err != nil {
+			tcp.Close()
+			return fmt.Errorf("gateway: WebSocket PROXY listener: %w", err)
+		}
+	}
+	wsl, err := ws.New(ws.Config{Inner: inner, Trust: g.wsTrust, Origin: g.wsOrigin, AllowedOrigins: g.cfg.WSAllowedOrigins, OnRefuse: g.onWSRefuse})
+	if err != nil {
+		inner.Close()
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if g.wsLn, err = chain.New(chain.Config{ID: wsListenerID, IDs: &g.connIDs, Inner: wsl, Protocol: "ws", ConnectTimeout: g.cfg.ConnectTimeout, OnFailure: g.onChainFailure}); err != nil {
+		wsl.Close()
+		return err
+	}
+	if err := g.srv.AddListener(g.wsLn); err != nil {
+		wsl.Close()
+		return err
+	}
+	return nil
 }
 
 // Per-client sizes of the embedded broker; see startMQTT.
@@ -291,6 +368,14 @@ const (
 	// which holds a whole record already: a reading is a few hundred bytes.
 	clientReadBuffer = 1024
 )
+
+// WSAddr returns the MQTT-over-WebSocket listener's address, or "".
+func (g *Gateway) WSAddr() string {
+	if g.wsLn == nil {
+		return ""
+	}
+	return g.wsLn.Address()
+}
 
 // MQTTAddr returns the MQTT listener's address.
 func (g *Gateway) MQTTAddr() string {

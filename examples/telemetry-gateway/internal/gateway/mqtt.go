@@ -18,6 +18,7 @@ import (
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/reading"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ws"
 	"github.com/sourceip/sourceip/middleware"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/sourceip/sourceip/ratelimit"
@@ -29,6 +30,9 @@ type Connection struct {
 	Conn        uint64 // the listener's connection number
 	ClientID    string
 	MQTTVersion byte // 4 (3.1.1) or 5
+	// Transport is "websocket" for MQTT over WebSocket (the client was
+	// resolved from the upgrade request), "" for the MQTT listener.
+	Transport string
 	// Result and ResolveErr are clientip's answer, resolved once when the
 	// connection was accepted. Result.Peer is the socket peer and
 	// Result.Proxy the PROXY header's source: the only place the gateway
@@ -38,10 +42,15 @@ type Connection struct {
 	// Header is the PROXY header's version, command and destination, which
 	// the Result does not carry; its zero value means no header.
 	Header ProxyHeader
-	// ServerName, TLSVersion and Subject are the TLS layer.
+	// ServerName, TLSVersion and Subject are the TLS layer. With TLS at the
+	// load balancer, ServerName is the PROXY header's authority TLV (the SNI
+	// the load balancer saw, when it sends it), TLSVersion is zero, Subject
+	// is the identity LBTLS established, and LBTLS is what the load balancer
+	// reported; it is nil when the gateway terminated TLS.
 	ServerName string
 	TLSVersion uint16
 	Subject    string
+	LBTLS      *chain.LBTLS
 	// Refused is nil for an accepted connection, else why it was refused
 	// (see middleware.OutcomeOf); ConnAck is the CONNACK code sent then.
 	Refused error
@@ -84,19 +93,40 @@ func (c *Connection) decision() error {
 // attrs returns the connection's own log fields; middleware.Log adds the
 // decision and clientip's Result (client, source, socket peer, PROXY source).
 func (c *Connection) attrs() []slog.Attr {
-	as := make([]slog.Attr, 0, 12)
-	as = append(as, slog.Uint64("conn", c.Conn), slog.String("client_id", c.ClientID), slog.Int("mqtt_version", int(c.MQTTVersion)))
-	as = append(as, c.Header.attrs()...)
-	if c.TLSVersion != 0 {
-		as = append(as, slog.String("tls_version", tls.VersionName(c.TLSVersion)))
-	}
-	as = append(as, slog.String("tls_sni", c.ServerName), slog.String("tls_subject", c.Subject))
+	as := c.layers(make([]slog.Attr, 0, 12))
 	if c.Refused != nil {
 		as = append(as, slog.String("outcome", "refused"), slog.String("connack", fmt.Sprintf("0x%02x", c.ConnAck)))
 	} else {
 		as = append(as, slog.String("outcome", "accepted"))
 	}
 	return as
+}
+
+// layers appends what the connection's layers beyond clientip's Result
+// showed: its number, the MQTT client id and version, the PROXY header and
+// TLS.
+func (c *Connection) layers(as []slog.Attr) []slog.Attr {
+	as = append(as, slog.Uint64("conn", c.Conn), slog.String("client_id", c.ClientID), slog.Int("mqtt_version", int(c.MQTTVersion)))
+	if c.Transport != "" {
+		as = append(as, slog.String("transport", c.Transport))
+	}
+	as = append(as, c.Header.attrs()...)
+	if c.TLSVersion != 0 {
+		as = append(as, slog.String("tls_version", tls.VersionName(c.TLSVersion)))
+	}
+	if c.LBTLS != nil {
+		// Who terminated TLS (the socket peer, which sent the header), and
+		// what it reported.
+		as = append(as, slog.String("tls_terminated_by", addrString(c.Result.Peer.Addr())), slog.Any("lb_tls", c.LBTLS))
+	}
+	return append(as, slog.String("tls_sni", c.ServerName), slog.String("tls_subject", c.Subject))
+}
+
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
 }
 
 // provenance returns what res says about a reading's sender, for its sink
@@ -125,7 +155,10 @@ func (c *Connection) provenance() sink.Provenance {
 	if c.Header.Command == proxyproto.CommandProxy {
 		p.ProxyDestination = c.Header.Destination.String()
 	}
-	p.TLSServerName, p.TLSSubject, p.ClientID, p.Conn = c.ServerName, c.Subject, c.ClientID, c.Conn
+	p.TLSServerName, p.TLSSubject, p.ClientID, p.Conn, p.Transport = c.ServerName, c.Subject, c.ClientID, c.Conn, c.Transport
+	if c.LBTLS != nil {
+		p.TLSTerminatedBy, p.TLSVersion, p.TLSIdentity = addrString(c.Result.Peer.Addr()), c.LBTLS.SSL.Version, c.LBTLS.Identity.String()
+	}
 	return p
 }
 
@@ -173,10 +206,12 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	g := h.g
 	c := connectionOf(cl)
 	certCN, hasCert := "", false
+	var lbErr error
 	if info, ok := chain.InfoFromConn(cl.Net.Conn); ok {
 		info.MarkConnected()
-		if len(info.State.PeerCertificates) > 0 {
-			certCN, hasCert = info.State.PeerCertificates[0].Subject.CommonName, true
+		certCN, hasCert = info.ClientCN()
+		if info.LBTLS != nil {
+			lbErr = info.LBTLS.Err
 		}
 	}
 	ctx := context.Background()
@@ -188,6 +223,10 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 		g.met.masqueraded(ctx, "mqtt")
 	}
 	err := g.admit(c.Result, c.ResolveErr)
+	if err == nil && g.cfg.LBTLS != nil && !hasCert {
+		// TLS at the load balancer: only a client it verified has an identity.
+		err = because(ErrNoVerifiedCert, lbErr)
+	}
 	if err == nil && hasCert && certCN != cl.ID {
 		// A device that proves who it is must not speak for another: its
 		// readings' ids are (client id, seq).
@@ -220,8 +259,14 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 // connection; the decision fields are left zero.
 func connectionOf(cl *mqtt.Client) Connection {
 	c := Connection{ClientID: cl.ID, MQTTVersion: cl.Properties.ProtocolVersion}
+	if cl.Net.Listener == wsListenerID {
+		c.Transport = "websocket"
+	}
 	if info, ok := chain.InfoFromConn(cl.Net.Conn); ok {
 		c.Conn, c.Header, c.ServerName, c.TLSVersion, c.Subject = info.ID, headerOf(info.Facts), info.ServerName, info.State.Version, info.Subject()
+		if c.LBTLS = info.LBTLS; c.LBTLS != nil {
+			c.ServerName, _ = info.Facts.TLVs.Authority()
+		}
 	}
 	c.Result, c.ResolveErr = middleware.ResultFromConn(cl.Net.Conn)
 	return c
@@ -247,10 +292,14 @@ func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	h.g.met.clients.Add(context.Background(), 1)
 }
 
-// admit is the edge policy: the allowlist when there is one; otherwise
-// every client that was resolved, including masqueraded ones (which are
-// warned about).
+// admit is the edge policy: with RequireProxy, no client that reached the
+// gateway directly; then the allowlist when there is one, otherwise every
+// client that was resolved, including masqueraded ones (which are warned
+// about).
 func (g *Gateway) admit(res clientip.Result, err error) error {
+	if g.cfg.RequireProxy && res.Source == clientip.SourceSocket {
+		return ErrDirectClient
+	}
 	if g.allow != nil {
 		return g.allow.Check(res, err)
 	}
@@ -269,9 +318,45 @@ func (g *Gateway) notify(c Connection) {
 func (h *hook) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
 
 // OnACLCheck lets devices publish under the topic prefix and nothing else:
-// the gateway is ingest only, the sink is the consumer.
-func (h *hook) OnACLCheck(_ *mqtt.Client, topic string, write bool) bool {
-	return write && strings.HasPrefix(topic, h.g.cfg.TopicPrefix)
+// the gateway is ingest only, the sink is the consumer. A refused publish is
+// logged (topicRefused); mochi then answers it itself.
+func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	if !write {
+		return false
+	}
+	if !strings.HasPrefix(topic, h.g.cfg.TopicPrefix) {
+		h.topicRefused(cl, topic, fmt.Errorf("topic %q is outside the topic prefix %q", topic, h.g.cfg.TopicPrefix))
+		return false
+	}
+	return true
+}
+
+// topicRefused logs a PUBLISH the ACL refused, as one line with every layer
+// and the reason, and counts it. mochi answers it without calling OnPublish:
+// MQTT 5 gets PUBACK (or PUBREC) 0x87 "not authorized" at QoS 1 and 2; an
+// MQTT 3.1.1 client, which has no negative acknowledgement, is disconnected
+// at QoS 1 and 2 (mochi's own line about it is filtered: see
+// mochiLogFilter); at QoS 0 the reading is dropped.
+func (h *hook) topicRefused(cl *mqtt.Client, topic string, err error) {
+	v, _ := h.sessions.Load(cl)
+	s, _ := v.(*session)
+	if s == nil {
+		return
+	}
+	ctx := context.Background()
+	s.refused.Add(1)
+	h.g.met.message(ctx, "mqtt", "forbidden_topic")
+	h.g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt reading refused",
+		s.refusal(slog.String("topic", topic), slog.String("outcome", "forbidden_topic"), slog.String("error", err.Error()),
+			slog.String("answer", map[bool]string{true: "PUBACK 0x87 at QoS 1 and 2", false: "disconnected at QoS 1 and 2"}[cl.Properties.ProtocolVersion == 5]))...)
+}
+
+// refusal returns the log fields of a refused reading: clientip's Result as
+// the middleware renders it, the connection's layers, then as.
+func (s *session) refusal(as ...slog.Attr) []slog.Attr {
+	out := middleware.Attrs(s.conn.Result, s.conn.ResolveErr)
+	out = s.conn.layers(out)
+	return append(out, as...)
 }
 
 // OnPublish runs on the client's read loop. The reading is rate limited,
@@ -414,10 +499,16 @@ func (h *hook) refuse(ctx context.Context, cl *mqtt.Client, pk packets.Packet, s
 	s.refused.Add(1)
 	g.met.message(ctx, "mqtt", outcome)
 	acked := cl.Properties.ProtocolVersion == 5 && pk.FixedHeader.Qos > 0
+	answer := "none (MQTT 3.1.1 has no negative acknowledgement)"
+	switch {
+	case acked:
+		answer = fmt.Sprintf("PUBACK 0x%02x", code.Code)
+	case pk.FixedHeader.Qos == 0:
+		answer = "none (QoS 0)"
+	}
 	g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt reading refused",
-		slog.Uint64("conn", s.conn.Conn), slog.String("client_id", cl.ID), slog.String("client", s.prov.Client),
-		slog.String("topic", pk.TopicName), slog.Int("qos", int(pk.FixedHeader.Qos)), slog.String("outcome", outcome),
-		slog.String("error", err.Error()), slog.Bool("negative_ack", acked))
+		s.refusal(slog.String("topic", pk.TopicName), slog.Int("qos", int(pk.FixedHeader.Qos)), slog.String("outcome", outcome),
+			slog.String("error", err.Error()), slog.String("answer", answer))...)
 	if p != nil {
 		s.acks.answer(p, acked, code)
 		return pk, packets.ErrRejectPacket
@@ -455,6 +546,25 @@ func (g *Gateway) onProxyReject(r proxyproto.Rejection) {
 	}
 	g.met.connection(ctx, "proxy_rejected", r.Reason.String())
 	g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt connection failed", slog.String("stage", "proxy"), slog.Any("rejection", r))
+}
+
+// onWSRefuse logs an upgrade request the WebSocket listener refused, with
+// clientip's layers as the middleware renders them: a cross-origin request
+// or a host the gateway does not answer to at WARN, a request that is not an
+// MQTT WebSocket upgrade (an ingress's health check, say) at DEBUG.
+func (g *Gateway) onWSRefuse(r ws.Refusal) {
+	ctx := context.Background()
+	level := slog.LevelWarn
+	if errors.Is(r.Err, ws.ErrNotUpgrade) || errors.Is(r.Err, ws.ErrNoSubprotocol) {
+		level = slog.LevelDebug
+	}
+	g.met.connection(ctx, "websocket_refused", r.Reason())
+	as := middleware.Attrs(r.Result, r.ResolveErr)
+	as = append(as, slog.String("stage", "websocket"), slog.String("transport", "websocket"))
+	as = append(as, headerOf(r.Facts).attrs()...)
+	as = append(as, slog.String("path", r.Path), slog.String("host", r.Host), slog.String("origin", r.Origin),
+		slog.Int("status", r.Status), slog.String("failure", r.Err.Error()))
+	g.log.LogAttrs(ctx, level, "mqtt connection failed", as...)
 }
 
 // onChainFailure logs a connection that failed in the TLS handshake or

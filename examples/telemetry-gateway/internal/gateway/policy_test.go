@@ -53,7 +53,7 @@ func TestBadReadingsNeverReachTheSink(t *testing.T) {
 		}
 		c.Close()
 		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt reading refused", "client_id": id, "outcome": "invalid",
-			"error": "reading: payload is not valid JSON*", "client": "127.0.0.41"})
+			"error": "reading: payload is not valid JSON*", "clientip.client": "127.0.0.41"})
 	}
 	sum := e.summary(t)
 	assert.Zero(t, sum.Invalid)
@@ -115,7 +115,7 @@ func TestRateLimit(t *testing.T) {
 	}
 	assert.NotZero(t, refused, "five devices sharing one address at 20/s with a 60ms wait limit: something refused")
 	t.Logf("shared address: %d of 50 refused", refused)
-	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt reading refused", "outcome": "rate_limited", "client": "127.0.0.42"})
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt reading refused", "outcome": "rate_limited", "clientip.client": "127.0.0.42"})
 }
 
 // TestMasqueraded: under externalTrafficPolicy: Cluster the node's address

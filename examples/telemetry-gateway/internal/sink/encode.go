@@ -60,8 +60,9 @@ func (p *Provenance) appendJSON(b []byte) []byte {
 	}
 	for _, f := range [...]struct{ key, v string }{
 		{`,"via":`, p.Via}, {`,"socket_peer":`, p.Peer}, {`,"proxy_source":`, p.ProxySource},
-		{`,"proxy_destination":`, p.ProxyDestination}, {`,"header":`, p.Header}, {`,"tls_sni":`, p.TLSServerName},
-		{`,"tls_subject":`, p.TLSSubject}, {`,"client_id":`, p.ClientID},
+		{`,"proxy_destination":`, p.ProxyDestination}, {`,"header":`, p.Header}, {`,"transport":`, p.Transport},
+		{`,"tls_sni":`, p.TLSServerName}, {`,"tls_subject":`, p.TLSSubject}, {`,"tls_terminated_by":`, p.TLSTerminatedBy},
+		{`,"tls_version":`, p.TLSVersion}, {`,"tls_identity":`, p.TLSIdentity}, {`,"client_id":`, p.ClientID},
 	} {
 		if f.v != "" {
 			b = append(b, f.key...)

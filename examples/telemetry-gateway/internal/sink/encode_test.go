@@ -31,6 +31,11 @@ func TestAppendJSONIsMarshal(t *testing.T) {
 		{"zero", Record{}},
 		{"http", Record{ID: "h1/1", Device: "h1", Seq: 1, Received: time.Unix(0, 1).In(time.FixedZone("x", 3600)), Protocol: "http",
 			Payload: json.RawMessage(`{}`), Provenance: Provenance{Client: "::1", Source: "x-forwarded-for", Header: "X-Forwarded-For", Masqueraded: true}}},
+		{"TLS at the load balancer, over WebSocket", func() Record {
+			r := full
+			r.Provenance.Transport, r.Provenance.TLSTerminatedBy, r.Provenance.TLSVersion, r.Provenance.TLSIdentity = "websocket", "127.0.0.200", "TLSv1.3", "cn"
+			return r
+		}()},
 		{"escapes", func() Record {
 			r := full
 			r.Topic = "telemetry/\"quoted\"\\<b>&\u2028\u2029\x00\x1f\t\n\r\b\f é 🙂 \xff\xfe"

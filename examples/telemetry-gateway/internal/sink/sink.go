@@ -69,18 +69,25 @@ func (m SyncMode) String() string {
 	return "fsync"
 }
 
-// Set implements flag.Value.
-func (m *SyncMode) Set(s string) error {
-	switch s {
+// MarshalText implements encoding.TextMarshaler with the names String
+// returns.
+func (m SyncMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler: "fsync" or "write".
+func (m *SyncMode) UnmarshalText(text []byte) error {
+	switch string(text) {
 	case "fsync":
 		*m = SyncFsync
 	case "write":
 		*m = SyncWrite
 	default:
-		return fmt.Errorf("sink: sync mode %q: want fsync or write", s)
+		return fmt.Errorf("sink: sync mode %q: want fsync or write", text)
 	}
 	return nil
 }
+
+// Set implements flag.Value, as UnmarshalText.
+func (m *SyncMode) Set(s string) error { return m.UnmarshalText([]byte(s)) }
 
 // Defaults for zero Config fields.
 const (
