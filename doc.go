@@ -8,12 +8,20 @@
 //     Forwarded, or one single-address header) under one configured trust
 //     set, and says where the answer came from. Its Trust is the one source
 //     of that set every other layer reads, and its Store changes it while
-//     serving. Start here.
+//     serving. It also reads the origin (scheme, host, port, prefix) from the
+//     hop that reported the client and rebuilds forwarding headers for the
+//     next hop from the verified chain. Start here.
 //   - [github.com/sourceip/sourceip/clientip/ranges] reads and keeps current
 //     the published origin-facing ranges of CDNs and clouds (Cloudflare,
 //     CloudFront, Google Cloud load balancers, Azure Front Door, Fastly) as
 //     trusted-proxy sets, with dated snapshots as the floor, and feeds them
 //     into a running clientip.Store.
+//   - [github.com/sourceip/sourceip/clientip/presets] configures one edge
+//     (Cloudflare, CloudFront, Fastly, Akamai, Azure Front Door, Fly.io,
+//     Google Cloud load balancers, Cloud Run, Envoy) in one step: the header
+//     it writes, its ranges kept current, the topology (direct, or through
+//     an ingress), and its identity (Front Door ID, shared secret). Start
+//     here if a CDN or a cloud load balancer is in front of you.
 //   - [github.com/sourceip/sourceip/proxyproto] accepts PROXY protocol v1 and v2
 //     only from trusted load balancers, with a header deadline, TLV access and
 //     validation, and hands each connection's layers to clientip.
@@ -24,6 +32,10 @@
 //     client with token buckets in bounded memory, as net/http middleware
 //     with the IETF RateLimit fields, and through a Store shared by the
 //     replicas of a service (Redis/Valkey: the ratelimit/redisstore module).
+//   - The grpcsourceip module (github.com/sourceip/sourceip/grpcsourceip, a
+//     module of its own so that gRPC stays out of this one) resolves each
+//     gRPC call from the peer, the PROXY layer and the forwarding metadata,
+//     with the same policies, rate limits and OpenTelemetry attributes.
 //   - [github.com/sourceip/sourceip/trafficpolicy] models Kubernetes Service
 //     traffic policies: what a backend sees under externalTrafficPolicy Local
 //     and Cluster, a health server compatible with kube-proxy's

@@ -195,7 +195,8 @@ func validPort[T text](s T) bool {
 
 // parseListAddr parses one trimmed, non-empty entry of X-Forwarded-For or of a
 // single-address header: "192.0.2.1", "192.0.2.1:80", "2001:db8::1",
-// "[2001:db8::1]" or "[2001:db8::1]:80". Brackets only enclose IPv6. The result
+// "[2001:db8::1]" or "[2001:db8::1]:80", and a link-local IPv6 address with a
+// zone ("fe80::5%eth0"; see zone.go). Brackets only enclose IPv6. The result
 // is canonical: unmapped and without a zone.
 func parseListAddr(s string) (netip.Addr, Reason) {
 	if s[0] == '[' {
@@ -211,7 +212,7 @@ func parseListAddr(s string) (netip.Addr, Reason) {
 		}
 		a, ok := parseIPv6(s[1:end])
 		if !ok {
-			return netip.Addr{}, ReasonMalformed
+			return parseZonedEntry(s)
 		}
 		if rest := s[end+1:]; rest != "" && (rest[0] != ':' || !validPort(rest[1:])) {
 			return netip.Addr{}, ReasonMalformed
@@ -226,7 +227,7 @@ func parseListAddr(s string) (netip.Addr, Reason) {
 	}
 	a, ok := parseIPv6(s)
 	if !ok {
-		return netip.Addr{}, ReasonMalformed
+		return parseZonedEntry(s)
 	}
 	return canonical(a)
 }

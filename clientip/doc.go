@@ -66,12 +66,15 @@
 //     X-Forwarded-For, but the walk stops at the entry the outermost trusted
 //     proxy wrote. The leftmost entry is never used.
 //   - An entry that cannot be read where the walk needs it (garbage, a host
-//     name, a CIDR, leading-zero octets, a zone, 0.0.0.0, an "unknown" or
-//     obfuscated RFC 7239 node) stops the walk with a typed error. It is never
-//     skipped, and the peer is never passed off as the client instead.
+//     name, a CIDR, leading-zero octets, a zone anywhere but on a link-local
+//     address, 0.0.0.0, an "unknown" or obfuscated RFC 7239 node) stops the
+//     walk with a typed error. It is never skipped, and the peer is never
+//     passed off as the client instead.
 //   - Matching is done on canonical addresses (IPv4-mapped unmapped, zones
 //     ignored), so ::ffff:10.0.0.1 cannot slip past 10.0.0.0/8 in either
-//     direction.
+//     direction. A link-local X-Forwarded-For entry may carry the zone Go's
+//     httputil.ReverseProxy writes ("fe80::5%eth0"): it is checked and
+//     dropped, and a client never carries one (see [Config].Header).
 //   - Hostile input is bounded: a header larger than Config.MaxHeaderBytes is
 //     refused before it is parsed, and the walk stops after Config.MaxHops.
 //   - Under Kubernetes externalTrafficPolicy: Cluster the node rewrites the
@@ -104,6 +107,18 @@
 //   - Behind proxies whose addresses change: TrustedHops = the number of proxies,
 //     ideally with TrustedProxies naming at least the one the backend sees.
 //   - Under externalTrafficPolicy: Cluster: Masquerade = the node addresses.
+//
+// # Origin and forwarding
+//
+// The same chain decides two more things a service behind proxies needs.
+// An [OriginReader] reads the scheme, host, port and path prefix the client
+// used (X-Forwarded-Proto, -Host, -Port, -Prefix, or the proto= and host= of
+// a Forwarded element) from the headers written by the trusted hop that
+// reported the client, never from the client, under strict syntax and an
+// optional host allowlist; a direct client gets its own request's origin.
+// A [Forwarder] is the other end: for a reverse proxy (httputil.ReverseProxy's
+// Rewrite) it removes every incoming forwarding header and writes only what
+// the walk verified, as X-Forwarded-For and RFC 7239 Forwarded.
 //
 // # Every hop trusted
 //
@@ -140,6 +155,16 @@
 // So with MaxHops 1 behind a PROXY load balancer, one X-Real-IP value from a
 // trusted peer is ErrTooManyHops whether it is empty, garbage or an address,
 // while a list or a second X-Real-IP line is ErrMultipleValues.
+//
+// # Explaining a resolution
+//
+// [Resolver.Explain] and [Resolver.ExplainRequest] answer like Resolve and
+// ResolveRequest and tell how, as an [Explanation]: each hop with its
+// address and the walk's [Verdict] on it (trusted, client, masqueraded,
+// failed, unread), and the entries beyond where the walk stopped, which
+// whoever sent the request may have forged. They run the same walk, with a
+// trace on, so the explanation cannot drift from the answer; they allocate
+// and are meant for diagnosis (the explain package serves them over HTTP).
 //
 // # Bounds on RFC 7239
 //

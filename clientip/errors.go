@@ -9,15 +9,18 @@ import (
 	"github.com/sourceip/sourceip/internal/enumtext"
 )
 
-// Errors reported by [Resolver.Resolve], wrapped in a [*ChainError] that says
-// which hop and which header failed. Test for them with [errors.Is].
+// Errors reported by [Resolver.Resolve] and [OriginReader.Read], wrapped in
+// a [*ChainError] that says which hop and which header failed. Test for them
+// with [errors.Is].
 var (
 	// ErrNoAddress means the socket peer has no IP address (a Unix-domain
 	// socket) and Config.TrustUnixSocket is false, so nothing can be believed.
 	ErrNoAddress = errors.New("clientip: socket peer has no IP address")
 
 	// ErrMalformed means a hop that the walk had to read is not a plain IP
-	// address: a host name, a CIDR prefix, a zone, leading zeros, garbage, an
+	// address: a host name, a CIDR prefix, a zone other than a link-local
+	// address's in X-Forwarded-For or a single-address header (1 to 15
+	// unreserved characters), leading zeros, garbage, an
 	// empty single-address header, or a Forwarded element that breaks RFC
 	// 7239's syntax, repeats a parameter or has more than 16 parameters (a
 	// deliberate bound; see the package documentation).
@@ -69,10 +72,35 @@ var (
 	// [Reason].
 	ErrNoTrust = errors.New("clientip: the request's connection carries no trust (set http.Server.ConnContext)")
 
+	// ErrOriginMalformed means an origin value is outside the syntax
+	// [OriginReader] accepts: a scheme other than http or https, a host that
+	// is not a DNS-style name, an IPv4 address or a bracketed IPv6 address,
+	// a port outside 1..65535, a path prefix that is not a clean absolute
+	// path, a quoted-pair in a Forwarded value, or a header longer than
+	// DefaultMaxHeaderBytes.
+	ErrOriginMalformed = errors.New("clientip: malformed origin")
+
+	// ErrOriginAmbiguous means the origin headers cannot be tied to the hop
+	// that reported the client: a list with more than one entry but fewer
+	// than the hops the walk stepped over to the client, more than one path
+	// prefix, or a port header that disagrees with the port in the host.
+	ErrOriginAmbiguous = errors.New("clientip: origin cannot be tied to the hop that reported the client")
+
+	// ErrOriginMissing means no origin can be read: a proxied request lacks
+	// a scheme or host header the [OriginConfig] names, its client was not
+	// named by a Forwarded element whose parameter the configuration names,
+	// a request has no Host, or the client was not resolved.
+	ErrOriginMissing = errors.New("clientip: origin missing")
+
+	// ErrHostNotAllowed means the origin's host is valid but not in
+	// [OriginConfig].AllowedHosts.
+	ErrHostNotAllowed = errors.New("clientip: host not allowed")
+
 	// ErrInvalidPrefix is wrapped by errors from [ParsePrefixSet] and [NewPrefixSet].
 	ErrInvalidPrefix = errors.New("clientip: invalid prefix")
 
-	// ErrInvalidConfig is wrapped by errors from [New].
+	// ErrInvalidConfig is wrapped by errors from [New] and the package's other
+	// constructors.
 	ErrInvalidConfig = errors.New("clientip: invalid configuration")
 )
 

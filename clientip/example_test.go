@@ -184,3 +184,26 @@ func ExampleResolver_Config() {
 	// Output:
 	// X-Forwarded-For 10.0.0.0/8 32 8192
 }
+
+// Explain tells the walk hop by hop: here a client behind two proxies forged
+// the left of X-Forwarded-For, which the walk never reads.
+func ExampleResolver_Explain() {
+	r := clientip.MustNew(clientip.Config{
+		TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
+		Header:         "X-Forwarded-For",
+	})
+	x := r.Explain(
+		clientip.Transport{Peer: netip.MustParseAddrPort("10.0.0.1:40000")},
+		http.Header{"X-Forwarded-For": {"127.0.0.1, 198.51.100.7, 10.0.0.2"}},
+	)
+	for _, s := range x.Steps {
+		fmt.Printf("hop %d %-15s %-15q %-12s %v\n", s.Hop, s.Layer, s.Entry, s.Addr, s.Verdict)
+	}
+	fmt.Println(x.Result, x.Err)
+	// Output:
+	// hop 0 socket          ""              10.0.0.1     trusted
+	// hop 1 x-forwarded-for "10.0.0.2"      10.0.0.2     trusted
+	// hop 2 x-forwarded-for "198.51.100.7"  198.51.100.7 client
+	// hop 3 x-forwarded-for "127.0.0.1"     127.0.0.1    unread
+	// 198.51.100.7 from x-forwarded-for hop 2 via 10.0.0.2 (peer 10.0.0.1:40000) <nil>
+}

@@ -393,6 +393,9 @@ func (r *Resolver) walkForwarded(res *Result, lines []string, pos int) (Reason, 
 		if f != ReasonNone {
 			return r.fail(res, pos, f, e)
 		}
+		if r.trace != nil {
+			r.trace.read(pos, e, a)
+		}
 		if r.client(a, pos) {
 			return r.found(res, a, r.source, pos, cur), ""
 		}

@@ -23,6 +23,9 @@ var fuzzSeeds = []string{
 	"proto=https;by=10.0.0.1", `for="[fe80::1%25eth0]"`, `for="[::ffff:192.0.2.60]"`, `for=192.0.2.60;x="a,b"`,
 	`for="\"\"", for="a\`, "for=10.0.0.1;;;for=2", strings.Repeat("10.1.2.3, ", 40), "1234.1.1.1", "1.2.3.04",
 	"255.255.255.255", "256.1.1.1", "1.2.3.4:65535", "1.2.3.4:65536", "[::1]:0", "[::1", "::1]", ",,,", "\t",
+	"fe80::5%eth0", "[fe80::5%eth0]:8080", "198.51.100.7, fe80::5%veth-origin0", "fe80::5%25eth0", "fe80::5%", "fe80::5%eth 0",
+	"fe80::5%eth0%1", "fe80::5%abcdefghijklmnop", "fe80::5%abcdefghijklmno", "2001:db8::1%eth0", "::ffff:10.0.0.1%eth0",
+	"fd00::2%eth0", "[fe80::5%eth0", "fe80::5%\x00", "192.0.2.1%eth0", `for="[fe80::5%eth0]"`, "febf::1%7", "fec0::1%7",
 }
 
 var fuzzConfigs = []Config{
@@ -81,7 +84,7 @@ func appearsIn(a netip.Addr, lines []string) bool {
 		l = strings.ReplaceAll(l, `\`, "")
 		for _, tok := range strings.FieldsFunc(l, func(r rune) bool { return strings.ContainsRune(" \t,;=\"[]", r) }) {
 			for _, cand := range []string{tok, strings.TrimSuffix(tok, ":"+lastPart(tok))} {
-				if p, err := netip.ParseAddr(cand); err == nil && p.Unmap() == a {
+				if p, err := netip.ParseAddr(cand); err == nil && p.WithZone("").Unmap() == a {
 					return true
 				}
 			}

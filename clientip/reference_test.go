@@ -23,11 +23,16 @@ type refHop struct {
 func refParseListAddr(s string) refHop {
 	h := refHop{text: s}
 	canon := func(a netip.Addr) refHop {
-		h.addr = a.Unmap()
+		h.addr = a.WithZone("").Unmap()
 		if h.addr.IsUnspecified() {
 			h.fail = ReasonUnspecified
 		}
 		return h
+	}
+	// The documented zone rule: only on a link-local IPv6 address that is
+	// not IPv4-mapped, 1 to 15 unreserved characters, dropped.
+	zoneOK := func(a netip.Addr) bool {
+		return a.Zone() == "" || reZone.MatchString(a.Zone()) && !a.Is4In6() && a.IsLinkLocalUnicast()
 	}
 	if strings.HasPrefix(s, "[") {
 		end := strings.Index(s, "]")
@@ -37,14 +42,14 @@ func refParseListAddr(s string) refHop {
 		}
 		a, err := netip.ParseAddr(s[1:end])
 		rest := s[end+1:]
-		if err != nil || !a.Is6() || a.Zone() != "" || strings.Contains(s[1:end], "%") ||
+		if err != nil || !a.Is6() || !zoneOK(a) ||
 			(rest != "" && !(strings.HasPrefix(rest, ":") && refValidPort(rest[1:]))) {
 			h.fail = ReasonMalformed
 			return h
 		}
 		return canon(a)
 	}
-	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" && !strings.Contains(s, "%") {
+	if a, err := netip.ParseAddr(s); err == nil && zoneOK(a) {
 		return canon(a)
 	}
 	if i := strings.LastIndex(s, ":"); i >= 0 {
@@ -89,6 +94,7 @@ const (
 )
 
 var (
+	reZone = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,15}$`)
 	// A list element: quoted strings or anything but a comma or a quote.
 	reElementText = regexp.MustCompile(`(?s)^(?:` + `"(?:[^"\\]|\\.)*"` + `|[^,"])*`)
 	reElement     = regexp.MustCompile(`^(?:` + rePair + `)?(?:[ \t]*;[ \t]*(?:` + rePair + `)?)*$`)

@@ -58,6 +58,13 @@ type Config struct {
 	// (RFC 7239 sets no limit; see the package documentation); more is
 	// ErrMalformed.
 	//
+	// An entry of X-Forwarded-For or of a single-address header may carry a
+	// zone if its address is link-local IPv6, as Go's httputil.ReverseProxy
+	// writes it for a link-local peer ("fe80::5%eth0"): 1 to 15 of RFC 6874's
+	// unreserved characters, never percent-decoded, dropped before the
+	// trusted set is matched. A zone anywhere else, and any zone in a
+	// Forwarded node (RFC 7239 §6 has none), is ErrMalformed.
+	//
 	// A single-address header is believed only from a trusted hop and must
 	// appear exactly once, holding one address: a second instance or a list is
 	// ErrMultipleValues, and an empty value is ErrMalformed. An edge that sets such a header overwrites it, so a
@@ -106,6 +113,16 @@ type Resolver struct {
 	source    Source
 	maxHops   int
 	maxBytes  int
+
+	// quads is trusted-range mode with IPv4 prefixes to trust: walkXFF then
+	// tests trust on a dotted quad's integer; quads6 the same with IPv6
+	// prefixes, on plain IPv6 entries' 64-bit halves. Explain's copy turns
+	// both off, for its trace needs every entry.
+	quads, quads6 bool
+
+	// trace, when not nil, records each header entry the walk reads. Only
+	// Explain sets it, on a copy of the Resolver of its own.
+	trace *trace
 }
 
 // New returns a Resolver for cfg, or an error wrapping [ErrInvalidConfig] that
@@ -151,6 +168,11 @@ func New(cfg Config) (*Resolver, error) {
 			r.kind, r.source = headerXFF, SourceXForwardedFor
 		case "Forwarded":
 			r.kind, r.source = headerForwarded, SourceForwarded
+		case "Cloudfront-Viewer-Address":
+			// "IP:port" with an unbracketed IPv6 address: "2001:db8::1:443"
+			// is itself a valid address, so the entry cannot be read as a
+			// single address without guessing.
+			return nil, fmt.Errorf("%w: Header %q carries an address and a port that cannot be told apart for IPv6 clients; read X-Forwarded-For, which CloudFront appends on every request (see the presets package)", ErrInvalidConfig, r.header)
 		default:
 			r.kind, r.source = headerSingle, SourceHeader
 		}
@@ -158,6 +180,8 @@ func New(cfg Config) (*Resolver, error) {
 			return nil, fmt.Errorf("%w: Header %q is set but no proxy is trusted to deliver it (set TrustedProxies, TrustedHops or TrustUnixSocket)", ErrInvalidConfig, r.header)
 		}
 	}
+	r.quads = r.hops == 0 && r.trusted.v4 != nil
+	r.quads6 = r.hops == 0 && r.trusted.v6 != nil
 	r.cfg = cfg
 	r.cfg.Header, r.cfg.MaxHops, r.cfg.MaxHeaderBytes = r.header, r.maxHops, r.maxBytes
 	return r, nil
@@ -374,6 +398,9 @@ func (r *Resolver) walkSingle(res *Result, lines []string, pos int) (Reason, str
 		if a, f = parseListAddr(e); f != ReasonNone {
 			return r.fail(res, pos, f, e)
 		}
+	}
+	if r.trace != nil {
+		r.trace.read(pos, e, a)
 	}
 	if r.client(a, pos) {
 		return r.found(res, a, r.source, pos, cur), ""

@@ -34,8 +34,7 @@ func (r *Resolver) walkXFF(res *Result, lines []string, pos int) (Reason, string
 	// byRange is trusted-range mode with IPv4 prefixes to trust; without
 	// them every dotted quad takes the general path, where it is the client.
 	t4, t6, maxHops := r.trusted.v4, r.trusted.v6, r.maxHops
-	byRange := r.hops == 0 && t4 != nil
-	byRange6 := r.hops == 0 && t6 != nil
+	byRange, byRange6 := r.quads, r.quads6
 	// A trusted dotted quad is kept as curIP and made an Addr only if it is
 	// still the last trusted hop when the walk ends.
 	var curIP uint32
@@ -113,6 +112,9 @@ func (r *Resolver) walkXFF(res *Result, lines []string, pos int) (Reason, string
 			}
 			if curLazy {
 				cur, curLazy = addrFrom4(curIP), false
+			}
+			if r.trace != nil {
+				r.trace.read(pos, entryAfter(l, end), a)
 			}
 			if r.client(a, pos) {
 				return r.found(res, a, r.source, pos, cur), ""
@@ -282,4 +284,15 @@ func addrFrom128(hi, lo uint64) netip.Addr {
 // addrFrom4 returns the IPv4 address of the host-order integer ip.
 func addrFrom4(ip uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(ip >> 24), byte(ip >> 16), byte(ip >> 8), byte(ip)})
+}
+
+// entryAfter returns the list element of l that starts after index i (a
+// comma, or -1 for the start of the line), without the white space around
+// it: the entry walkXFF has just read, for Explain's trace.
+func entryAfter(l string, i int) string {
+	l = l[i+1:]
+	if j := strings.IndexByte(l, ','); j >= 0 {
+		l = l[:j]
+	}
+	return trimOWS(l)
 }

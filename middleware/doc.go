@@ -59,6 +59,17 @@
 // the PROXY listener judged it with, and the walk always honours that
 // listener's judgement of the peer (clientip.Transport.PeerUntrusted).
 //
+// # Origin
+//
+// [NewOrigin], mounted inside [New], reads the scheme, host, port and path
+// prefix the client used (a [clientip.OriginReader] decides which headers,
+// and only those written by the trusted hop that reported the client) and
+// stores the [clientip.Origin] in the context; with [OriginConfig].Apply the
+// next handler sees it in the request copy's URL and Host, for redirects
+// and http.CrossOriginProtection. [ReadOrigin] reads it without storing or
+// applying it, and believes a PROXY header's SSL TLV about TLS the load
+// balancer terminated for the client it reported.
+//
 // # Policy
 //
 // A [Policy] is the application's loadBalancerSourceRanges with rules per
@@ -80,7 +91,9 @@
 // connection carries its resolution; [ResultFromConn] reads it back, through
 // a *tls.Conn as well. Resolution failures travel with the connection instead
 // of closing it, so that the server can refuse in its own protocol, by a
-// Policy's rule for the MQTT topic or the operation.
+// Policy's rule for the MQTT topic or the operation. A connection resolved
+// from something else, such as the HTTP request a WebSocket was upgraded
+// from, carries its resolution with [WithResult].
 //
 // # Observation
 //

@@ -218,6 +218,34 @@ func ExampleNewListener() {
 	// policy: resolved
 }
 
+// A connection whose client was resolved from something the listener never
+// sees: the HTTP request a WebSocket was upgraded from, where a trusted
+// ingress wrote X-Forwarded-For. The upgraded connection carries that
+// resolution to the protocol server (an MQTT broker, say), which reads it
+// back as it would for a connection from NewListener.
+func ExampleWithResult() {
+	trust := clientip.MustNew(clientip.Config{
+		TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/24"), // the ingress
+		Header:         "X-Forwarded-For",
+	})
+	// The upgrade request, as the ingress passed it on.
+	req := httptest.NewRequest(http.MethodGet, "/mqtt", nil)
+	req.RemoteAddr = "10.0.0.5:40000"
+	req.Header.Set("X-Forwarded-For", "198.51.100.1, 203.0.113.7") // a forged entry, then what the ingress appended
+	res, err := trust.Resolver().ResolveRequest(req)
+
+	// The upgraded connection (a pipe here) with its resolution.
+	server, client := net.Pipe()
+	defer client.Close()
+	c := middleware.WithResult(server, res, err)
+	defer c.Close()
+
+	res, err = middleware.ResultFromConn(c)
+	fmt.Println("client:", res.Client, "from", res.Source, "via", res.Via, "error:", err)
+	// Output:
+	// client: 203.0.113.7 from x-forwarded-for via 10.0.0.5 error: <nil>
+}
+
 // One log line per connection with every layer and the decision.
 func ExampleLog() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{

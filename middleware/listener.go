@@ -104,6 +104,23 @@ func transportOf(c net.Conn) (clientip.Transport, error) {
 	}
 }
 
+// WithResult returns c carrying a resolution made elsewhere, res and err, so
+// that [ResultFromConn] finds it as for a connection [NewListener]
+// accepted: for a connection whose client was resolved from something the
+// listener never sees, such as the HTTP request a WebSocket was upgraded
+// from (resolve it with [clientip.Resolver.ResolveRequest] under the chain's
+// Trust, then wrap the upgraded connection). The returned connection reads,
+// writes and closes c, and keeps its fast paths (io.ReaderFrom,
+// io.WriterTo, CloseWrite) and its NetConn chain, so that
+// proxyproto.FactsFromConn sees through it. It makes one allocation.
+//
+// The resolution is what c's server judges the connection by: pass the
+// Result and error of a resolution under the chain's trust, never one built
+// from what the client says.
+func WithResult(c net.Conn, res clientip.Result, err error) net.Conn {
+	return &conn{Conn: c, res: res, err: err}
+}
+
 // conn is a connection accepted by a NewListener listener.
 type conn struct {
 	net.Conn
@@ -146,10 +163,11 @@ var errNoCloseWrite = errors.New("middleware: connection does not support CloseW
 
 // ResultFromConn returns the resolution of a connection accepted through
 // [NewListener]: the Result and the error [clientip.Resolver.Resolve]
-// returned for it. It looks through *tls.Conn and any wrapper with a
-// NetConn() net.Conn method. For a connection that did not come from
-// NewListener it returns an error wrapping [ErrNoResult], so that callers
-// that refuse on any error fail closed. It does not allocate.
+// returned for it, or the ones given to [WithResult]. It looks through
+// *tls.Conn and any wrapper with a NetConn() net.Conn method. For a
+// connection that came from neither it returns an error wrapping
+// [ErrNoResult], so that callers that refuse on any error fail closed. It
+// does not allocate.
 //
 // As with the resolve middleware, [clientip.ErrMasqueraded] comes with a
 // Result naming the node; [Policy.Check] takes both return values

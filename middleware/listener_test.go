@@ -358,3 +358,41 @@ func TestResolveUnixPeerNamedLikeAnIP(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	assert.Equal(t, "cannot determine the client address: socket peer has no IP address\n", string(body))
 }
+
+// TestWithResult: a connection resolved elsewhere (at a WebSocket upgrade)
+// carries that resolution through wrappers, as NewListener's do, and the
+// PROXY layer under it stays reachable.
+func TestWithResult(t *testing.T) {
+	pl := ppListener(t)
+	go func() {
+		c, err := proxyproto.DialContext(context.Background(), nil, "tcp", pl.Addr().String(), proxyproto.Header{
+			Version: 2, Command: proxyproto.CommandProxy, Source: netip.MustParseAddrPort("198.51.100.7:5555")})
+		if err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c)
+		}
+	}()
+	c, err := pl.Accept()
+	require.NoError(t, err)
+	defer c.Close()
+	want := clientip.Result{Client: netip.MustParseAddr("203.0.113.9"), Source: clientip.SourceXForwardedFor, Hop: 2}
+	for _, tt := range []struct {
+		name string
+		err  error
+	}{{"resolved", nil}, {"failed", clientip.ErrAllTrusted}} {
+		t.Run(tt.name, func(t *testing.T) {
+			wc := WithResult(c, want, tt.err)
+			for _, outer := range []net.Conn{wc, tls.Server(wc, &tls.Config{})} {
+				res, err := ResultFromConn(outer)
+				assert.Equal(t, want, res, "through %T", outer)
+				assert.Equal(t, tt.err, err, "through %T", outer)
+				f, ok := proxyproto.FactsFromConn(outer)
+				assert.True(t, ok, "the PROXY layer through %T", outer)
+				assert.Equal(t, netip.MustParseAddrPort("198.51.100.7:5555"), f.Source)
+			}
+		})
+	}
+	var out net.Conn
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { out = WithResult(c, want, nil) }), "allocations")
+	assert.NotNil(t, out)
+}

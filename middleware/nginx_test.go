@@ -1,15 +1,11 @@
 package middleware
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -25,8 +21,6 @@ import (
 // checks that a client's forged X-Forwarded-For does not name the client,
 // neither through nginx nor when the client reaches the server directly.
 func TestNginx(t *testing.T) {
-	nginx := e2e.Require(t, "nginx")[0]
-
 	// The server trusts only nginx's address.
 	r := clientip.MustNew(clientip.Config{
 		TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1/32"),
@@ -40,7 +34,7 @@ func TestNginx(t *testing.T) {
 	})))
 	defer srv.Close()
 
-	front := startNginx(t, nginx, srv.Listener.Addr().String())
+	front := startNginx(t, srv.Listener.Addr().String())
 
 	tests := []struct {
 		name   string
@@ -72,96 +66,19 @@ func TestNginx(t *testing.T) {
 	}
 }
 
-// startNginx runs nginx in the foreground as a reverse proxy to upstream and
-// returns its address once it accepts connections. It is killed when the test
-// ends.
-func startNginx(t *testing.T, nginx, upstream string) string {
+// startNginx runs nginx as a reverse proxy to upstream that appends to
+// X-Forwarded-For, as most deployments configure it, and returns its
+// address. It is stopped when the test ends.
+func startNginx(t *testing.T, upstream string) string {
 	t.Helper()
-	dir := t.TempDir()
-	// A port the kernel just handed out is free unless another process takes
-	// it in between; nginx then exits and the next port is tried.
-	for range 3 {
-		addr := freePort(t)
-		if startNginxOn(t, nginx, dir, addr, upstream) {
-			return addr
-		}
-	}
-	require.FailNow(t, "nginx did not start")
-	return ""
-}
-
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// startNginxOn starts nginx on addr and reports whether it came up.
-func startNginxOn(t *testing.T, nginx, dir, addr, upstream string) bool {
-	t.Helper()
-	conf := fmt.Sprintf(`daemon off;
-master_process off;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log;
-events { worker_connections 64; }
-http {
-	access_log off;
-	client_body_temp_path %[1]s/body;
-	proxy_temp_path %[1]s/proxy;
-	fastcgi_temp_path %[1]s/fastcgi;
-	uwsgi_temp_path %[1]s/uwsgi;
-	scgi_temp_path %[1]s/scgi;
-	server {
-		listen %[2]s;
+	ports := e2e.StartNginx(t, 1, func(p []int) string {
+		return fmt.Sprintf(`	server {
+		listen 127.0.0.1:%d;
 		location / {
 			proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-			proxy_pass http://%[3]s;
+			proxy_pass http://%s;
 		}
-	}
-}
-`, dir, addr, upstream)
-	path := filepath.Join(dir, "nginx.conf")
-	logPath := filepath.Join(dir, "error.log")
-	require.NoError(t, os.WriteFile(path, []byte(conf), 0o600))
-	var out bytes.Buffer
-	cmd := exec.Command(nginx, "-p", dir, "-c", path, "-e", logPath)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	stop := func() {
-		cmd.Process.Kill()
-		<-exited
-	}
-
-	// Poll with connects until nginx accepts, exits, or runs out of time.
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			t.Cleanup(func() {
-				stop()
-				if t.Failed() {
-					log, _ := os.ReadFile(logPath)
-					t.Logf("nginx output:\n%s%s", out.Bytes(), log)
-				}
-			})
-			return true
-		}
-		select {
-		case <-exited:
-			log, _ := os.ReadFile(logPath)
-			t.Logf("nginx exited on %s: %s%s", addr, out.Bytes(), log)
-			return false
-		case <-deadline.C:
-			stop()
-			log, _ := os.ReadFile(logPath)
-			require.FailNowf(t, "nginx did not accept", "on %s within 10s: %s%s", addr, out.Bytes(), log)
-		case <-tick.C:
-		}
-	}
+	}`, p[0], upstream)
+	})
+	return fmt.Sprintf("127.0.0.1:%d", ports[0])
 }

@@ -57,8 +57,9 @@
 //     https://ip-ranges.amazonaws.com/ip-ranges.json
 //     (https://docs.aws.amazon.com/vpc/latest/userguide/aws-ip-ranges.html,
 //     https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/LocationsOfEdgeServers.html).
-//     Client in CloudFront-Viewer-Address:
-//     https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/adding-cloudfront-headers.html.
+//     Client: the X-Forwarded-For entry CloudFront appends (clientip refuses
+//     CloudFront-Viewer-Address, whose IPv6 form cannot be split from its
+//     port): https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/adding-cloudfront-headers.html.
 //     Other AWS services and regions: [NewSource] with ProviderAWS.
 //   - Google Cloud load balancers ([GoogleLoadBalancerRanges]):
 //     35.191.0.0/16, 130.211.0.0/22, 2600:2d00:1:b029::/64 and
@@ -76,7 +77,8 @@
 //     (https://learn.microsoft.com/en-us/azure/virtual-network/service-tags-overview,
 //     https://learn.microsoft.com/en-us/azure/frontdoor/origin-security). Its
 //     URL changes every week, so the source reads a file or URL you keep
-//     current. Client in X-Azure-ClientIP, profile in X-Azure-FDID:
+//     current. Client appended to X-Forwarded-For (X-Azure-ClientIP is
+//     taken from a client's X-Forwarded-For), profile in X-Azure-FDID:
 //     https://learn.microsoft.com/en-us/azure/frontdoor/front-door-http-headers-protocol.
 //   - Fastly ([Fastly]): https://api.fastly.com/public-ip-list
 //     (https://www.fastly.com/documentation/reference/api/utils/public-ip-list/).

@@ -208,9 +208,11 @@ func Cloudflare() *Source { return mustSource(SourceConfig{Provider: ProviderClo
 // CloudFront returns the source of CloudFront's origin-facing ranges: the
 // CLOUDFRONT_ORIGIN_FACING entries of AWS's ip-ranges.json
 // (https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/LocationsOfEdgeServers.html).
-// CloudFront reports the viewer in CloudFront-Viewer-Address
-// (https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/adding-cloudfront-headers.html)
-// and appends it to X-Forwarded-For. The "aws-cloudfront-origin-facing"
+// CloudFront appends the viewer to X-Forwarded-For, which is the header to
+// read (its CloudFront-Viewer-Address writes an IPv6 viewer and its port
+// without brackets, and clientip refuses it;
+// https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/adding-cloudfront-headers.html).
+// The "aws-cloudfront-origin-facing"
 // snapshot covers it.
 func CloudFront() *Source {
 	return mustSource(SourceConfig{Provider: ProviderAWS, Services: []string{AWSServiceCloudFrontOriginFacing}})
@@ -229,11 +231,14 @@ func Fastly() *Source { return mustSource(SourceConfig{Provider: ProviderFastly}
 // (ServiceTags_Public_YYYYMMDD.json, linked from
 // https://www.microsoft.com/en-us/download/details.aspx?id=56519), so
 // location is a path your deployment keeps current or a URL you update — a
-// fixed URL goes stale, which the refresher's age reports. Front Door reports
-// the client in X-Azure-ClientIP and identifies the profile in X-Azure-FDID
+// fixed URL goes stale, which the refresher's age reports. Front Door
+// appends the client's socket address to X-Forwarded-For (X-Azure-ClientIP
+// is taken from a client's own X-Forwarded-For) and identifies the profile
+// in X-Azure-FDID
 // (https://learn.microsoft.com/en-us/azure/frontdoor/front-door-http-headers-protocol);
 // check X-Azure-FDID too, because every Front Door profile connects from
-// these ranges. The "azure-frontdoor-backend" snapshot covers it.
+// these ranges (the clientip/presets AzureFrontDoor preset does both). The
+// "azure-frontdoor-backend" snapshot covers it.
 func AzureFrontDoor(location string) (*Source, error) {
 	return NewSource(SourceConfig{Provider: ProviderAzure, Locations: []string{location}, Tag: AzureTagFrontDoorBackend})
 }

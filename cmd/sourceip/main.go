@@ -1,33 +1,74 @@
 // Command sourceip resolves a request's client address the way the clientip
-// package does and prints the answer with its provenance.
+// package does and explains the answer hop by hop, or fetches the
+// explanation a live explain endpoint gives of the request it receives.
 //
 // Resolve one request from flags:
 //
 //	sourceip -peer 10.0.0.1:4431 -trusted 10.0.0.0/8 -header X-Forwarded-For \
 //	    -H 'X-Forwarded-For: 6.6.6.6, 203.0.113.7'
 //
+// It prints the answer, or the error with its kind, the walk (each hop,
+// whether it is trusted, and the entries never read), the forwarding
+// headers and whether each was read, and a JSON line whose "msg" is
+// "resolved" or "unresolved", with the error and its "reason" when
+// unresolved. A -H header is only read when -header names it: -H without
+// -header is refused, and a -H header other than -header's is reported as
+// not read.
+//
+// Fetch a live explanation (see the explain package) and print it:
+//
+//	sourceip -fetch http://127.0.0.1:9090/debug/clientip
+//	sourceip -fetch http://127.0.0.1:9090/debug/clientip -advice
+//
+// -advice fetches the endpoint's configuration advice instead, and -json
+// prints the fetched document as it came.
+//
 // Run with no arguments, it walks through a few built-in cases (a direct
 // client, a forged X-Forwarded-For behind a proxy, a PROXY protocol load
-// balancer, an RFC 7239 Forwarded chain, a masquerading node) and prints what
-// each resolves to. -version prints the version (from the build information)
-// and exits 0. The other flags need -peer, and positional arguments are
-// refused: both are usage errors (exit status 2), as is any invalid flag
-// value. -h prints the usage and exits 0.
+// balancer, an RFC 7239 Forwarded chain, a malformed hop, a masquerading
+// node) and prints what each resolves to. -version prints the version (from
+// the build information). -h prints the usage.
+//
+// Exit status:
+//
+//	0  resolved (for -fetch: the fetched explanation resolved, or the advice
+//	   was fetched); also the built-in cases, -version and -h
+//	1  unresolved: the chain could not be trusted; the output names the
+//	   error and its kind (malformed, all_trusted, masqueraded, …)
+//	2  usage error: a bad flag or flag value, a stray argument, a flag that
+//	   needs another, or an invalid resolver configuration
+//	3  -fetch failed: the endpoint could not be reached, did not answer
+//	   200, or did not answer with an explanation
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/explain"
 	"github.com/sourceip/sourceip/internal/version"
+)
+
+// Exit statuses.
+const (
+	exitResolved   = 0
+	exitUnresolved = 1
+	exitUsage      = 2
+	exitFetch      = 3
 )
 
 type headerFlags http.Header
@@ -49,35 +90,62 @@ func main() {
 // usageError is a mistake in the command line: it is reported with the usage.
 type usageError struct{ error }
 
-// run runs the command and returns its exit status: 0 on success and for
-// -h, 2 for a usage error or an invalid configuration. Output goes to
-// stdout, except errors and the usage that follows them, which go to stderr.
+// configError is an invalid resolver configuration: exit 2, without the usage.
+type configError struct{ error }
+
+// fetchError is a -fetch that got no explanation: exit 3.
+type fetchError struct{ error }
+
+// errUnresolved is returned when the answer is an error: its kind and the
+// error were printed; the exit status is 1.
+var errUnresolved = errors.New("unresolved")
+
+const usageText = `usage: sourceip [-version]
+       sourceip -peer addr:port|unix [-proxy addr:port] [-trusted prefixes] [-hops n]
+                [-trust-unix] [-header name] [-masquerade prefixes] [-H "Name: value"]...
+       sourceip -fetch url [-advice] [-json] [-timeout d]
+
+Resolves one request's client address from the flags and explains the walk,
+or fetches a live explain endpoint's explanation, or, with no arguments,
+walks through built-in cases. A -H header is read only when -header names it.
+
+Exit status: 0 resolved (and the built-in cases, -version, -h); 1 unresolved,
+the error's kind named in the output; 2 usage error or invalid configuration;
+3 -fetch got no explanation.
+
+`
+
+// run runs the command and returns its exit status (see the package
+// documentation). Output goes to stdout, except errors and the usage that
+// follows them, which go to stderr.
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sourceip", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported below, once
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: sourceip [-version] [-peer addr:port|unix [flags]]\n\n"+
-			"Resolves one request's client address from the flags, or, with no\n"+
-			"arguments, walks through built-in cases. The flags other than -peer\n"+
-			"and -version need -peer.\n\n")
+		fmt.Fprint(fs.Output(), usageText)
 		fs.PrintDefaults()
 	}
 	err := parseAndRun(fs, args, stdout)
 	switch {
 	case err == nil:
-		return 0
+		return exitResolved
 	case errors.Is(err, flag.ErrHelp):
 		fs.SetOutput(stdout)
 		fs.Usage()
-		return 0
+		return exitResolved
+	case errors.Is(err, errUnresolved):
+		return exitUnresolved
 	}
 	fmt.Fprintln(stderr, "sourceip:", err)
+	if _, ok := errors.AsType[fetchError](err); ok {
+		return exitFetch
+	}
 	if _, ok := errors.AsType[usageError](err); ok {
 		fmt.Fprintln(stderr)
 		fs.SetOutput(stderr)
 		fs.Usage()
 	}
-	return 2
+	return exitUsage
 }
 
 func parseAndRun(fs *flag.FlagSet, args []string, out io.Writer) error {
@@ -88,9 +156,13 @@ func parseAndRun(fs *flag.FlagSet, args []string, out io.Writer) error {
 	fs.Var(&cfg.TrustedProxies, "trusted", "trusted proxy `prefixes` (CIDRs, addresses, loopback, private, linklocal, cgnat); repeatable")
 	fs.IntVar(&cfg.TrustedHops, "hops", 0, "trusted hop `count` (hop-count mode)")
 	fs.BoolVar(&cfg.TrustUnixSocket, "trust-unix", false, "trust a Unix-socket peer")
-	fs.StringVar(&cfg.Header, "header", "", "forwarding header to read: X-Forwarded-For, Forwarded, or a single-address header")
+	fs.StringVar(&cfg.Header, "header", "", "forwarding header to read: X-Forwarded-For, Forwarded, or a single-address header; -H headers are read only when this names them")
 	fs.Var(&cfg.Masquerade, "masquerade", "masquerading node `prefixes`; repeatable")
 	fs.Var(headers, "H", "request header `\"Name: value\"`; repeatable")
+	fetch := fs.String("fetch", "", "fetch the explanation a live explain endpoint gives at `url` and print it")
+	advice := fs.Bool("advice", false, "with -fetch: fetch the endpoint's configuration advice (?view=advice)")
+	raw := fs.Bool("json", false, "with -fetch: print the fetched JSON document as it came")
+	timeout := fs.Duration("timeout", 10*time.Second, "with -fetch: how long to wait for the endpoint")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -107,46 +179,78 @@ func parseAndRun(fs *flag.FlagSet, args []string, out io.Writer) error {
 		fmt.Fprintln(out, "sourceip", version.String())
 		return nil
 	}
-	if *peer == "" {
-		var set []string
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name != "peer" && f.Name != "version" {
-				set = append(set, "-"+f.Name)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	others := func(allowed ...string) []string {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) {
+			if set[f.Name] && !slices.Contains(allowed, f.Name) {
+				names = append(names, "-"+f.Name)
 			}
 		})
-		if len(set) > 0 {
-			return usageError{fmt.Errorf("%s given without -peer (the built-in cases run only with no flags)", strings.Join(set, ", "))}
+		return names
+	}
+	if set["fetch"] {
+		if bad := others("fetch", "advice", "json", "timeout"); len(bad) > 0 {
+			return usageError{fmt.Errorf("%s cannot be combined with -fetch: the endpoint resolves with its own configuration", strings.Join(bad, ", "))}
+		}
+		return fetchAndPrint(out, *fetch, *advice, *raw, *timeout)
+	}
+	if *peer == "" {
+		if bad := others("peer"); len(bad) > 0 {
+			return usageError{fmt.Errorf("%s given without -peer or -fetch (the built-in cases run only with no flags)", strings.Join(bad, ", "))}
 		}
 		return demo(out)
+	}
+	if bad := others("peer", "proxy", "trusted", "hops", "trust-unix", "header", "masquerade", "H"); len(bad) > 0 {
+		return usageError{fmt.Errorf("%s need -fetch", strings.Join(bad, ", "))}
+	}
+	if len(headers) > 0 && cfg.Header == "" {
+		names := slices.Sorted(maps.Keys(headers))
+		return usageError{fmt.Errorf("-H %s would not be read: no -header is set, so the resolver reads no header at all (add -header %s to read it)", strings.Join(names, ", -H "), names[0])}
 	}
 	var t clientip.Transport
 	if *peer != "unix" {
 		ap, err := netip.ParseAddrPort(*peer)
 		if err != nil {
-			return fmt.Errorf("-peer: %w", err)
+			return configError{fmt.Errorf("-peer: %w", err)}
 		}
 		t.Peer = ap
 	}
 	if *proxy != "" {
 		ap, err := netip.ParseAddrPort(*proxy)
 		if err != nil {
-			return fmt.Errorf("-proxy: %w", err)
+			return configError{fmt.Errorf("-proxy: %w", err)}
 		}
 		t.Proxy = ap
 	}
 	r, err := clientip.New(cfg)
 	if err != nil {
-		return err
+		return configError{err}
 	}
-	report(out, r, t, http.Header(headers))
+	if report(out, r, t, http.Header(headers)) != nil {
+		return errUnresolved
+	}
 	return nil
 }
 
-func report(out io.Writer, r *clientip.Resolver, t clientip.Transport, h http.Header) {
+// report resolves t and h with r, prints the answer, the walk and a JSON
+// log line, and returns the resolution error.
+func report(out io.Writer, r *clientip.Resolver, t clientip.Transport, h http.Header) error {
 	res, err := r.Resolve(t, h)
 	fmt.Fprintf(out, "  result: %v\n", res)
 	if err != nil {
 		fmt.Fprintf(out, "  error:  %v\n", err)
+		fmt.Fprintf(out, "  reason: %v\n", clientip.ReasonOf(err))
+	}
+	rep := explain.ReportFor(r, t, h)
+	var walk strings.Builder
+	rep.WriteWalk(&walk)
+	for line := range strings.Lines(walk.String()) {
+		if line != "\n" {
+			line = "  " + line
+		}
+		fmt.Fprint(out, line)
 	}
 	log := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
@@ -156,7 +260,89 @@ func report(out io.Writer, r *clientip.Resolver, t clientip.Transport, h http.He
 			return a
 		},
 	}))
-	log.Info("resolved", "clientip", res)
+	if err != nil {
+		log.Warn("unresolved", "reason", clientip.ReasonOf(err).String(), "error", err.Error(), "clientip", res)
+	} else {
+		log.Info("resolved", "clientip", res)
+	}
+	return err
+}
+
+// maxDocument bounds the body -fetch reads.
+const maxDocument = 4 << 20
+
+// fetchAndPrint fetches the explain endpoint at rawURL and prints what it
+// answers: the explanation, or with advice the configuration advice.
+func fetchAndPrint(out io.Writer, rawURL string, advice, raw bool, timeout time.Duration) error {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usageError{fmt.Errorf("-fetch %q: want an http:// or https:// URL", rawURL)}
+	}
+	if advice {
+		q := u.Query()
+		q.Set("view", "advice")
+		u.RawQuery = q.Encode()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", u.String(), nil)
+	if err != nil {
+		return usageError{fmt.Errorf("-fetch: %w", err)}
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fetchError{err}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocument+1))
+	switch {
+	case err != nil:
+		return fetchError{fmt.Errorf("reading %s: %w", u.Redacted(), err)}
+	case len(body) > maxDocument:
+		return fetchError{fmt.Errorf("%s answered more than %d bytes: not an explanation", u.Redacted(), maxDocument)}
+	case resp.StatusCode == http.StatusNotFound:
+		return fetchError{fmt.Errorf("%s answered 404 Not Found: no explain endpoint there, or it does not admit this host (its Allow and AllowPeers)", u.Redacted())}
+	case resp.StatusCode != http.StatusOK:
+		first, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+		return fetchError{fmt.Errorf("%s answered %s: %.200q", u.Redacted(), resp.Status, first)}
+	}
+	var head struct {
+		Schema string `json:"schema"`
+	}
+	if err := json.Unmarshal(body, &head); err != nil {
+		return fetchError{fmt.Errorf("%s did not answer with JSON: %w", u.Redacted(), err)}
+	}
+	switch head.Schema {
+	case explain.Schema:
+		var rep explain.Report
+		if err := json.Unmarshal(body, &rep); err != nil {
+			return fetchError{fmt.Errorf("%s: %w", u.Redacted(), err)}
+		}
+		if err := printDoc(out, raw, body, &rep); err != nil {
+			return err
+		}
+		if !rep.Resolved() {
+			return errUnresolved
+		}
+		return nil
+	case explain.AdviceSchema:
+		var adv explain.Advice
+		if err := json.Unmarshal(body, &adv); err != nil {
+			return fetchError{fmt.Errorf("%s: %w", u.Redacted(), err)}
+		}
+		return printDoc(out, raw, body, &adv)
+	}
+	return fetchError{fmt.Errorf("%s answered a document of schema %q, not %q or %q", u.Redacted(), head.Schema, explain.Schema, explain.AdviceSchema)}
+}
+
+// printDoc writes a fetched document: as it came with raw, else as text.
+func printDoc(out io.Writer, raw bool, body []byte, doc interface{ WriteText(io.Writer) error }) error {
+	if raw {
+		_, err := out.Write(body)
+		return err
+	}
+	return doc.WriteText(out)
 }
 
 func demo(out io.Writer) error {

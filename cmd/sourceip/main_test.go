@@ -2,11 +2,18 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/explain"
 )
 
 func TestDemo(t *testing.T) {
@@ -36,9 +43,29 @@ func TestRun(t *testing.T) {
 		noUsage bool   // a usage error prints the usage after it; a config error does not
 	}{
 		{name: "resolve from flags", args: with("-H", "X-Forwarded-For: 6.6.6.6, 203.0.113.7"),
-			stdout: `"client":"203.0.113.7","source":"x-forwarded-for"`},
-		{name: "masqueraded from flags", args: with("-H", "X-Forwarded-For: 6.6.6.6, 203.0.113.7", "-masquerade", "203.0.113.0/24"),
-			stdout: "error:  clientip: address is a masquerading node"},
+			stdout: `"msg":"resolved","clientip":{"client":"203.0.113.7","source":"x-forwarded-for"`},
+		{name: "the walk shows a forged entry unread", args: with("-H", "X-Forwarded-For: 6.6.6.6, 203.0.113.7"),
+			stdout: "X-Forwarded-For  6.6.6.6      6.6.6.6        unread"},
+		{name: "masqueraded from flags exits 1", args: with("-H", "X-Forwarded-For: 6.6.6.6, 203.0.113.7", "-masquerade", "203.0.113.0/24"),
+			code: 1, stdout: `"msg":"unresolved","reason":"masqueraded","error":"clientip: address is a masquerading node"`},
+
+		// Issue 16 §3: command lines that gave wrong answers quietly.
+		{name: "-H without -header is refused, not silently ignored", code: 2,
+			args:   []string{"-peer", "10.0.0.1:4431", "-trusted", "10.0.0.0/8", "-H", "X-Forwarded-For: 6.6.6.6, 203.0.113.7"},
+			stderr: "-H X-Forwarded-For would not be read: no -header is set"},
+		{name: "-H naming another header than -header says it was not read", args: with("-H", "X-Forwarded-For: 203.0.113.7", "-H", "X-Real-IP: 198.51.100.1"),
+			stdout: "X-Real-IP: \"198.51.100.1\"\n        not read: the configuration reads X-Forwarded-For only"},
+		{name: "an unresolved chain exits 1 and the JSON names the error kind", code: 1,
+			args:   with("-H", "X-Forwarded-For: 203.0.113.7, not-an-ip"),
+			stdout: `"msg":"unresolved","reason":"malformed","error":"clientip: malformed address (hop 1 in X-Forwarded-For: \"not-an-ip\")"`},
+		{name: "every hop trusted exits 1 with its kind", code: 1, args: with("-H", "X-Forwarded-For: 10.0.0.7"),
+			stdout: "  reason: all_trusted\n"},
+		{name: "a trusted peer without the header exits 1", code: 1, args: resolve,
+			stdout: `"reason":"all_trusted"`},
+		{name: "-fetch with resolver flags", args: []string{"-fetch", "http://127.0.0.1:1/", "-trusted", "10.0.0.0/8"}, code: 2,
+			stderr: "-trusted cannot be combined with -fetch"},
+		{name: "-advice without -fetch", args: with("-advice"), code: 2, stderr: "-advice need -fetch"},
+		{name: "-fetch of something that is not an http URL", args: []string{"-fetch", "ftp://x/"}, code: 2, stderr: "want an http:// or https:// URL"},
 		{name: "-h", args: []string{"-h"}, stdout: "usage: sourceip"},
 		{name: "-help after flags", args: with("-help"), stdout: "-masquerade prefixes"},
 		{name: "-version", args: []string{"-version"}, stdout: "sourceip (devel), go1."},
@@ -51,7 +78,7 @@ func TestRun(t *testing.T) {
 		{name: "positional argument alone", args: []string{"foo"}, code: 2, stderr: `unexpected argument "foo"`},
 		{name: "positional argument after --", args: with("--", "-masquerade"), code: 2, stderr: `unexpected argument "-masquerade"`},
 		{name: "flags without -peer", args: []string{"-trusted", "10.0.0.0/8", "-header", "X-Forwarded-For"}, code: 2,
-			stderr: "-header, -trusted given without -peer (the built-in cases run only with no flags)"},
+			stderr: "-header, -trusted given without -peer or -fetch (the built-in cases run only with no flags)"},
 		{name: "empty -peer with flags", args: []string{"-peer", "", "-hops", "1"}, code: 2, stderr: "-hops given without -peer"},
 		{name: "unknown flag", args: []string{"-nope"}, code: 2, stderr: "sourceip: flag provided but not defined: -nope"},
 		{name: "bad flag value", args: []string{"-trusted", "10.0.0.1/8"}, code: 2, stderr: "sourceip: invalid value"},
@@ -73,9 +100,87 @@ func TestRun(t *testing.T) {
 			}
 			check("stdout", out.String(), tc.stdout)
 			check("stderr", errb.String(), tc.stderr)
-			if tc.code == 2 {
+			if tc.code == 2 || tc.code == 3 {
 				assert.Equal(t, 1, strings.Count(errb.String(), "sourceip:"), "stderr names the error once: %s", &errb)
 				assert.Equal(t, !tc.noUsage, strings.Contains(errb.String(), "usage: sourceip"), "usage printed: %s", &errb)
+			}
+		})
+	}
+}
+
+// TestFetch runs the real explain handler behind a real HTTP server and
+// fetches it as an operator on the same host would.
+func TestFetch(t *testing.T) {
+	loopback := clientip.MustParsePrefixSet("127.0.0.0/8")
+	handler := func(cfg explain.Config) string {
+		h, err := explain.New(cfg)
+		require.NoError(t, err)
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return srv.URL + "/debug/clientip"
+	}
+	plain := handler(explain.Config{Trust: clientip.MustNew(clientip.Config{}), AllowPeers: loopback})
+	masq := handler(explain.Config{Trust: clientip.MustNew(clientip.Config{Masquerade: loopback}), AllowPeers: loopback})
+	refusing := handler(explain.Config{Trust: clientip.MustNew(clientip.Config{})})
+	advisor, err := explain.NewAdvisor(explain.AdvisorConfig{Trust: clientip.MustNew(clientip.Config{})})
+	require.NoError(t, err)
+	advisor.Observe(clientip.Transport{Peer: netip.MustParseAddrPort("10.0.0.1:1")}, http.Header{"X-Forwarded-For": {"203.0.113.7"}})
+	advising := handler(explain.Config{Trust: clientip.MustNew(clientip.Config{}), AllowPeers: loopback, Advisor: advisor})
+
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/json":
+			fmt.Fprint(w, `{"schema":"something/v9"}`)
+		case "/fail":
+			http.Error(w, "boom", http.StatusInternalServerError)
+		case "/slow":
+			<-r.Context().Done() // answers when the client gives up
+		default:
+			fmt.Fprint(w, "<html>hello</html>")
+		}
+	}))
+	defer other.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{name: "a resolved explanation", args: []string{"-fetch", plain}, code: 0,
+			stdout: "answer:  127.0.0.1 from socket"},
+		{name: "the walk is printed", args: []string{"-fetch", plain}, code: 0,
+			stdout: "not in TrustedProxies: the client; nothing it sent is read"},
+		{name: "an unresolved explanation exits 1", args: []string{"-fetch", masq}, code: 1,
+			stdout: "answer:  unresolved (masqueraded)"},
+		{name: "-json prints the document", args: []string{"-fetch", plain, "-json"}, code: 0,
+			stdout: `"schema": "sourceip.explain/v1"`},
+		{name: "-advice", args: []string{"-fetch", advising, "-advice"}, code: 0,
+			stdout: "sourceip advice: 1 requests sampled"},
+		{name: "not admitted", args: []string{"-fetch", refusing}, code: 3,
+			stderr: "answered 404 Not Found: no explain endpoint there, or it does not admit this host"},
+		{name: "no advisor there", args: []string{"-fetch", plain, "-advice"}, code: 3, stderr: "404"},
+		{name: "another JSON document", args: []string{"-fetch", other.URL + "/json"}, code: 3, stderr: `schema "something/v9"`},
+		{name: "not JSON", args: []string{"-fetch", other.URL + "/"}, code: 3, stderr: "did not answer with JSON"},
+		{name: "a server error", args: []string{"-fetch", other.URL + "/fail"}, code: 3, stderr: `answered 500 Internal Server Error: "boom"`},
+		{name: "unreachable", args: []string{"-fetch", closed.URL}, code: 3, stderr: "connect"},
+		{name: "too slow", args: []string{"-fetch", other.URL + "/slow", "-timeout", "100ms"}, code: 3, stderr: "deadline exceeded"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(tc.args, &out, &errb)
+			assert.Equal(t, tc.code, code, "exit status\nstdout: %s\nstderr: %s", &out, &errb)
+			if tc.stdout != "" {
+				assert.Contains(t, out.String(), tc.stdout)
+			}
+			if tc.stderr != "" {
+				assert.Contains(t, errb.String(), tc.stderr)
+			} else {
+				assert.Empty(t, errb.String())
 			}
 		})
 	}

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/gateway"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/jetstream"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/sourceip/sourceip/proxyproto"
@@ -37,19 +39,26 @@ var errUsage = errors.New("usage")
 // options is the command line.
 type options struct {
 	mqttAddr, httpAddr, adminAddr string
+	explainAllow                  clientip.PrefixSet
 
 	proxyTrusted       clientip.PrefixSet
 	proxyTrustedFile   string
 	proxyHeaderless    proxyproto.HeaderlessPolicy
 	proxyHeaderTimeout time.Duration
+	proxyRequired      bool
 
 	httpTrusted clientip.PrefixSet
 	httpHeader  string
-	masquerade  clientip.PrefixSet
-	allow       clientip.PrefixSet
+
+	wsAddr, wsHeader, wsProtoHeader string
+	wsTrusted, wsProxyTrusted       clientip.PrefixSet
+	wsHosts, wsOrigins              string
+	masquerade                      clientip.PrefixSet
+	allow                           clientip.PrefixSet
 
 	tlsCert, tlsKey, tlsClientCA, tlsClientAuth string
 	tlsHosts, tlsSelfSignedOut                  string
+	tlsAtLB                                     bool
 	handshakeTimeout, connectTimeout            time.Duration
 	httpReadTimeout                             time.Duration
 
@@ -58,9 +67,13 @@ type options struct {
 	sinkMinFree       byteSize
 	sinkCheckInterval time.Duration
 	sinkMaxDevices    int
-	maxPayload        int
-	topicPrefix       string
-	topicPolicy       string
+
+	natsURL, natsStream, natsSubject string
+	natsReplicas, natsMaxPending     int
+	natsAckTimeout, natsDuplicates   time.Duration
+	maxPayload                       int
+	topicPrefix                      string
+	topicPolicy                      string
 
 	rate        float64
 	rateBurst   int
@@ -83,17 +96,26 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs := flag.NewFlagSet("telemetry-gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 
-	fs.StringVar(&o.mqttAddr, "mqtt-addr", ":8883", "MQTT over TLS listener")
+	fs.StringVar(&o.mqttAddr, "mqtt-addr", ":8883", "MQTT listener: over TLS, or plain behind load balancers that terminate TLS (-tls-at-lb)")
 	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "HTTP ingest listener (POST /v1/telemetry); empty disables")
 	fs.StringVar(&o.adminAddr, "admin-addr", ":9090", "admin listener: /livez, /readyz, /metrics; empty disables")
+	fs.Var(&o.explainAllow, "explain-allow", "operator `prefixes` that may fetch /debug/clientip/conn?conn=N or ?client=ID on the admin listener, the explanation of one MQTT connection (it shows the trust configuration); repeatable; none by default")
 
 	fs.Var(prefixFlag{&o.proxyTrusted}, "proxy-trusted", "load balancers that must send a PROXY header on the MQTT port (addresses, CIDRs or loopback|private|linklocal|cgnat; repeatable); a header from anyone else is refused; unset: no PROXY protocol")
 	fs.StringVar(&o.proxyTrustedFile, "proxy-trusted-file", "", "file listing more load balancers for the MQTT port, beside -proxy-trusted (one address or CIDR per line, # comments); re-read on SIGHUP, each change logged as a diff; empty: none")
 	fs.TextVar(&o.proxyHeaderless, "proxy-headerless", proxyproto.HeaderlessRefuse, "refuse|allow connections from -proxy-trusted without a header (allow for TCP health checks)")
 	fs.DurationVar(&o.proxyHeaderTimeout, "proxy-header-timeout", proxyproto.DefaultReadHeaderTimeout, "deadline for the PROXY header")
+	fs.BoolVar(&o.proxyRequired, "proxy-required", false, "refuse MQTT clients that did not come through a trusted load balancer (CONNACK not authorized); without it a client that reaches the port directly is served as itself, and only a firewall keeps it out (see README)")
 
 	fs.Var(prefixFlag{&o.httpTrusted}, "http-trusted", "proxies trusted to append -http-header on the HTTP port (repeatable)")
 	fs.StringVar(&o.httpHeader, "http-header", "X-Forwarded-For", "forwarding header read from -http-trusted peers: X-Forwarded-For, Forwarded, or a single-address header such as X-Real-IP")
+	fs.StringVar(&o.wsAddr, "ws-addr", "", "MQTT over WebSocket listener (ws://…/mqtt, subprotocol mqtt), plain HTTP behind an ingress that terminates TLS; empty disables")
+	fs.Var(prefixFlag{&o.wsTrusted}, "ws-trusted", "ingress proxies trusted to append -ws-header on the WebSocket listener (repeatable)")
+	fs.StringVar(&o.wsHeader, "ws-header", "X-Forwarded-For", "forwarding header read from -ws-trusted peers: X-Forwarded-For or Forwarded")
+	fs.Var(prefixFlag{&o.wsProxyTrusted}, "ws-proxy-trusted", "load balancers in front of the WebSocket listener that must send a PROXY header (repeatable); unset: no PROXY protocol there")
+	fs.StringVar(&o.wsProtoHeader, "ws-proto-header", "", "header in which -ws-trusted report the scheme the client used (X-Forwarded-Proto, or Forwarded for proto=), for the same-origin check; empty: the connection's own (http)")
+	fs.StringVar(&o.wsHosts, "ws-hosts", "", "hosts the WebSocket listener answers to, comma-separated (*.example.com allowed); an upgrade for another host is refused; empty: any")
+	fs.StringVar(&o.wsOrigins, "ws-origins", "", "origins, besides the request's own, that browsers may open a WebSocket from (https://dashboard.example.com), comma-separated; any other Origin is refused")
 	fs.Var(prefixFlag{&o.masquerade}, "masquerade", "node addresses that stand in for clients under externalTrafficPolicy: Cluster (repeatable)")
 	fs.Var(prefixFlag{&o.allow}, "allow", "admit only clients resolved inside these ranges, on MQTT (CONNACK not authorized) and HTTP (403); unset admits every resolved client (repeatable)")
 
@@ -102,17 +124,25 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.tlsHosts, "tls-hosts", "localhost,127.0.0.1", "names and addresses of the generated self-signed certificate")
 	fs.StringVar(&o.tlsSelfSignedOut, "tls-self-signed-out", "", "write the generated certificate here (PEM) for clients to pin")
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "CA bundle (PEM) that verifies device client certificates; their subject is logged as the device identity")
+	fs.BoolVar(&o.tlsAtLB, "tls-at-lb", false, "no TLS of the gateway's own on -mqtt-addr: the load balancers in -proxy-trusted terminate TLS, require and verify client certificates and report them in the PROXY v2 SSL TLV (HAProxy: verify required, send-proxy-v2-ssl-cn); CONNECT without a verified certificate is refused, the client id must be its common name; -tls-client-ca, if given, verifies again a certificate the load balancer forwards")
 	fs.StringVar(&o.tlsClientAuth, "tls-client-auth", "", "none|optional|require a client certificate, verified against -tls-client-ca, which optional and require need (default: optional with -tls-client-ca, none without)")
 	fs.DurationVar(&o.handshakeTimeout, "tls-handshake-timeout", 5*time.Second, "deadline for the TLS handshake")
 	fs.DurationVar(&o.httpReadTimeout, "http-read-timeout", 30*time.Second, "deadline for reading one HTTP ingest request, headers and body")
 	fs.DurationVar(&o.connectTimeout, "mqtt-connect-timeout", 10*time.Second, "deadline for CONNECT after the handshake")
 
 	fs.StringVar(&o.sinkPath, "sink", "telemetry.jsonl", "durable sink: JSON Lines file (a regular file), one record per accepted reading")
-	fs.Var(&o.sinkSync, "sink-sync", "fsync: acknowledge after fsync (survives a machine crash); write: after write(2) (survives a process crash)")
+	fs.TextVar(&o.sinkSync, "sink-sync", sink.SyncFsync, "fsync: acknowledge after fsync (survives a machine crash); write: after write(2) (survives a process crash)")
 	o.sinkMinFree = gateway.DefaultSinkMinFree
 	fs.Var(&o.sinkMinFree, "sink-min-free", "not ready while the sink's file system has less free space than this (bytes, or with a KiB, MiB or GiB suffix); 0 disables the check")
 	fs.DurationVar(&o.sinkCheckInterval, "sink-check-interval", gateway.DefaultSinkCheckInterval, "how often the free space of -sink-min-free is checked")
 	fs.IntVar(&o.sinkMaxDevices, "sink-max-devices", sink.DefaultMaxDevices, "devices whose recent sequence numbers the sink remembers to recognise redeliveries; each costs about 700 bytes of memory (see README)")
+	fs.StringVar(&o.natsURL, "nats-url", "", "store readings in NATS JetStream instead of -sink: the servers, comma-separated (nats://host:4222,...); for replicas behind one load balancer")
+	fs.StringVar(&o.natsStream, "nats-stream", "TELEMETRY", "with -nats-url: the JetStream stream that stores the readings")
+	fs.StringVar(&o.natsSubject, "nats-subject", "telemetry", "with -nats-url: readings are published to <subject>.<device>; the stream must capture <subject>.>")
+	fs.IntVar(&o.natsReplicas, "nats-replicas", 0, "with -nats-url: create the stream with this many replicas (1 to 5) if it does not exist; 0 requires an existing stream")
+	fs.DurationVar(&o.natsDuplicates, "nats-duplicates", jetstream.DefaultDuplicates, "with -nats-replicas: the duplicate window of a created stream; it must outlast a device's reconnect and retry")
+	fs.DurationVar(&o.natsAckTimeout, "nats-ack-timeout", jetstream.DefaultAckTimeout, "with -nats-url: how long a reading waits for JetStream's acknowledgement before the device is disconnected and sends it again")
+	fs.IntVar(&o.natsMaxPending, "nats-max-pending", jetstream.DefaultMaxPending, "with -nats-url: readings waiting for JetStream's acknowledgement at most; devices are slowed down beyond")
 	fs.IntVar(&o.maxPayload, "max-payload", 64<<10, "largest reading in bytes")
 	fs.StringVar(&o.topicPrefix, "topic-prefix", "telemetry/", "topics devices may publish to")
 	fs.StringVar(&o.topicPolicy, "topic-policy", "", "JSON file of rules per MQTT topic filter under -topic-prefix: the client ranges each admits (see README); empty: every admitted client may publish under -topic-prefix")
@@ -203,6 +233,29 @@ func (o *options) check(from map[string]string) []error {
 	if o.sinkMaxDevices <= 0 {
 		bad("sink-max-devices", o.sinkMaxDevices, "want at least 1 device")
 	}
+	if o.natsURL != "" {
+		if from["sink"] != "-sink" || o.sinkPath != "telemetry.jsonl" {
+			bad("sink", o.sinkPath, "contradicts %s: readings go to JetStream or to a file, not both", from["nats-url"])
+		}
+		if o.natsStream == "" || strings.ContainsAny(o.natsStream, ".*> \t") {
+			bad("nats-stream", fmt.Sprintf("%q", o.natsStream), "want a stream name without '.', '*', '>' or spaces")
+		}
+		if o.natsSubject == "" || strings.ContainsAny(o.natsSubject, "*> \t") || strings.HasSuffix(o.natsSubject, ".") || strings.HasPrefix(o.natsSubject, ".") {
+			bad("nats-subject", fmt.Sprintf("%q", o.natsSubject), "want subject tokens without wildcards, such as telemetry")
+		}
+		if o.natsReplicas < 0 || o.natsReplicas > 5 {
+			bad("nats-replicas", o.natsReplicas, "want 1 to 5 (0: the stream must exist)")
+		}
+		if o.natsMaxPending <= 0 {
+			bad("nats-max-pending", o.natsMaxPending, "want at least 1 reading")
+		}
+		if o.natsAckTimeout <= 0 {
+			bad("nats-ack-timeout", o.natsAckTimeout, "want a duration > 0")
+		}
+		if o.natsDuplicates <= 0 {
+			bad("nats-duplicates", o.natsDuplicates, "want a duration > 0")
+		}
+	}
 	if err := gateway.CheckTopicPrefix(o.topicPrefix); err != nil {
 		bad("topic-prefix", fmt.Sprintf("%q", o.topicPrefix), "%v", err)
 	}
@@ -242,6 +295,30 @@ func (o *options) check(from map[string]string) []error {
 	}
 	if ns, name, ok := strings.Cut(o.kubeService, "/"); o.kubeHealthAddr != "" && (!ok || ns == "" || name == "") {
 		bad("kube-service", fmt.Sprintf("%q", o.kubeService), "want namespace/name of the Service, which -kube-health-addr reports")
+	}
+	if _, err := o.wsOriginReader(); err != nil {
+		bad("ws-hosts", fmt.Sprintf("%q", o.wsHosts), "%v", err)
+	}
+	if _, err := o.wsAllowedOrigins(); err != nil {
+		bad("ws-origins", fmt.Sprintf("%q", o.wsOrigins), "%v", err)
+	}
+	if o.wsProtoHeader != "" && (strings.ContainsAny(o.wsProtoHeader, " ,:") || o.wsTrusted.Len() == 0) {
+		bad("ws-proto-header", fmt.Sprintf("%q", o.wsProtoHeader), "want one header name, written by the proxies of -ws-trusted")
+	}
+	if o.proxyRequired && o.proxyTrusted.Len() == 0 && o.proxyTrustedFile == "" {
+		bad("proxy-required", o.proxyRequired, "needs -proxy-trusted or -proxy-trusted-file: without a trusted load balancer every client would be refused")
+	}
+	if o.tlsAtLB {
+		if o.proxyTrusted.Len() == 0 && o.proxyTrustedFile == "" {
+			bad("tls-at-lb", o.tlsAtLB, "needs -proxy-trusted or -proxy-trusted-file: the TLS facts are believed only from trusted load balancers")
+		}
+		for _, f := range []struct{ name, v string }{
+			{"tls-cert", o.tlsCert}, {"tls-key", o.tlsKey}, {"tls-self-signed-out", o.tlsSelfSignedOut}, {"tls-client-auth", o.tlsClientAuth},
+		} {
+			if f.v != "" {
+				bad(f.name, f.v, "contradicts %s: the load balancer terminates TLS and requires client certificates", from["tls-at-lb"])
+			}
+		}
 	}
 	switch o.tlsClientAuth {
 	case "":
@@ -342,6 +419,51 @@ func (o *options) logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("-log-format %q: want json or text", o.logFormat)
 }
 
+// wsOriginConfig is the WebSocket listener's origin configuration.
+func (o *options) wsOriginConfig() clientip.OriginConfig {
+	return clientip.OriginConfig{Proto: o.wsProtoHeader, AllowedHosts: splitList(o.wsHosts)}
+}
+
+// wsOriginReader checks wsOriginConfig.
+func (o *options) wsOriginReader() (*clientip.OriginReader, error) {
+	return clientip.NewOriginReader(o.wsOriginConfig())
+}
+
+// wsAllowedOrigins parses -ws-origins.
+func (o *options) wsAllowedOrigins() ([]clientip.Origin, error) {
+	var out []clientip.Origin
+	for _, v := range splitList(o.wsOrigins) {
+		org, err := clientip.ParseOrigin(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q: want scheme://host[:port]", v)
+		}
+		out = append(out, org)
+	}
+	return out, nil
+}
+
+// splitList splits a comma- or space-separated list.
+func splitList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
+}
+
+// lbTLSConfig is the configuration for TLS terminated at the load balancer
+// (-tls-at-lb): the CA that verifies forwarded client certificates again,
+// if -tls-client-ca names one.
+func (o *options) lbTLSConfig(log *slog.Logger) (*chain.LBTLSConfig, error) {
+	cfg := &chain.LBTLSConfig{}
+	if o.tlsClientCA == "" {
+		log.Warn("-tls-at-lb without -tls-client-ca: a device's identity is the common name its load balancer reports, from any CA the load balancer trusts")
+		return cfg, nil
+	}
+	pool, err := pki.LoadPool(o.tlsClientCA)
+	if err != nil {
+		return nil, fmt.Errorf("-tls-client-ca: %w", err)
+	}
+	cfg.ClientCAs = pool
+	return cfg, nil
+}
+
 // tlsConfig loads the configured certificate or generates a self-signed one,
 // and the CA that verifies client certificates. check has already refused
 // every -tls-client-auth that would ask for a certificate nothing verifies.
@@ -355,7 +477,7 @@ func (o *options) tlsConfig(log *slog.Logger) (*tls.Config, error) {
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	default:
-		hosts := strings.FieldsFunc(o.tlsHosts, func(r rune) bool { return r == ',' || r == ' ' })
+		hosts := splitList(o.tlsHosts)
 		cert, err := pki.SelfSigned(hosts...)
 		if err != nil {
 			return nil, err

@@ -92,10 +92,52 @@ func TestManifestsUseRealFlags(t *testing.T) {
 			assert.True(t, known[m[1]], "%s: %s is not a flag's environment variable", f, m[1])
 		}
 	}
-	// The Deployment keeps the promises the README makes.
-	dep := string(mustRead(t, "deploy/deployment.yaml"))
-	for _, want := range []string{"topologyKey: kubernetes.io/hostname", "path: /readyz", "path: /livez", "preStop:", "terminationGracePeriodSeconds:", "resources:"} {
-		assert.Contains(t, dep, want, "deployment.yaml")
+	// The Deployments keep the promises the README makes.
+	for _, name := range deployments {
+		dep := string(mustRead(t, filepath.Join("deploy", name)))
+		for _, want := range []string{"topologyKey: kubernetes.io/hostname", "path: /readyz", "path: /livez", "preStop:", "terminationGracePeriodSeconds:", "resources:"} {
+			assert.Contains(t, dep, want, name)
+		}
+	}
+}
+
+// deployments are the Deployment variants: the JSON Lines sink, and replicas
+// on JetStream.
+var deployments = []string{"deployment.yaml", "deployment-jetstream.yaml"}
+
+// TestReplicasShareTheirStore: a Deployment with more than one replica
+// stores readings in JetStream, which every replica shares; with the JSON
+// Lines sink each replica would recognise only the redeliveries it stored
+// itself, and store the others twice (issue 13).
+func TestReplicasShareTheirStore(t *testing.T) {
+	for _, name := range deployments {
+		var dep struct {
+			Spec struct {
+				Replicas int `json:"replicas"`
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Env []struct {
+								Name  string `json:"name"`
+								Value string `json:"value"`
+							} `json:"env"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		require.NoError(t, yaml.Unmarshal(mustRead(t, filepath.Join("deploy", name)), &dep), name)
+		env := map[string]string{}
+		for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		o, err := parseOptions(nil, func(k string) string { return env[k] }, io.Discard)
+		require.NoError(t, err, "%s: its environment is a valid configuration", name)
+		t.Logf("%s: %d replicas, nats-url %q", name, dep.Spec.Replicas, o.natsURL)
+		if dep.Spec.Replicas > 1 {
+			assert.NotEmpty(t, o.natsURL, "%s: %d replicas with a sink each", name, dep.Spec.Replicas)
+			assert.GreaterOrEqual(t, o.natsReplicas, 3, "%s: the stream it creates survives a NATS server", name)
+		}
 	}
 }
 
@@ -173,4 +215,83 @@ func TestManifestMemoryFitsTheIndex(t *testing.T) {
 	t.Logf("limit %d MiB, GOMEMLIMIT %d MiB, index of %d devices at most %d MiB", limit>>20, memLimit>>20, devices, index>>20)
 	assert.Less(t, memLimit, limit, "GOMEMLIMIT below the container's limit")
 	assert.LessOrEqual(t, 2*index, memLimit, "a full index takes at most half of GOMEMLIMIT")
+}
+
+// TestManifestsRunTheImage: the Deployments run the image ./build-image
+// builds (the manifests named one that nothing built), as the user the
+// Containerfile sets, with a read-only root file system and no privileges,
+// and whatever the gateway writes is on a writable volume.
+func TestManifestsRunTheImage(t *testing.T) {
+	script := string(mustRead(t, "build-image"))
+	m := regexp.MustCompile(`image=\$\{1:-([^}]+)\}`).FindStringSubmatch(script)
+	require.NotNil(t, m, "build-image's default image")
+	image := m[1]
+	m = regexp.MustCompile(`(?m)^USER (\d+):(\d+)$`).FindStringSubmatch(string(mustRead(t, "Containerfile")))
+	require.NotNil(t, m, "the Containerfile's USER")
+	uid, _ := strconv.Atoi(m[1])
+	require.NotZero(t, uid, "a non-root user")
+	for _, name := range deployments {
+		var dep struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						SecurityContext struct {
+							RunAsNonRoot   *bool `json:"runAsNonRoot"`
+							RunAsUser      *int  `json:"runAsUser"`
+							SeccompProfile struct {
+								Type string `json:"type"`
+							} `json:"seccompProfile"`
+						} `json:"securityContext"`
+						Containers []struct {
+							Image           string `json:"image"`
+							ImagePullPolicy string `json:"imagePullPolicy"`
+							Env             []struct {
+								Name  string `json:"name"`
+								Value string `json:"value"`
+							} `json:"env"`
+							SecurityContext struct {
+								AllowPrivilegeEscalation *bool `json:"allowPrivilegeEscalation"`
+								ReadOnlyRootFilesystem   *bool `json:"readOnlyRootFilesystem"`
+								Privileged               *bool `json:"privileged"`
+								Capabilities             struct {
+									Add  []string `json:"add"`
+									Drop []string `json:"drop"`
+								} `json:"capabilities"`
+							} `json:"securityContext"`
+							VolumeMounts []struct {
+								MountPath string `json:"mountPath"`
+								ReadOnly  bool   `json:"readOnly"`
+							} `json:"volumeMounts"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		require.NoError(t, yaml.Unmarshal(mustRead(t, filepath.Join("deploy", name)), &dep), name)
+		pod := dep.Spec.Template.Spec
+		require.Len(t, pod.Containers, 1, name)
+		c := pod.Containers[0]
+		assert.Equal(t, image, c.Image, "%s: the image build-image builds", name)
+		assert.Equal(t, "IfNotPresent", c.ImagePullPolicy, "%s: a locally built image is not pulled", name)
+		sc := pod.SecurityContext
+		assert.True(t, sc.RunAsNonRoot != nil && *sc.RunAsNonRoot, "%s: runAsNonRoot", name)
+		assert.True(t, sc.RunAsUser != nil && *sc.RunAsUser == uid, "%s: runAsUser is the Containerfile's %d", name, uid)
+		assert.Equal(t, "RuntimeDefault", sc.SeccompProfile.Type, "%s: seccomp", name)
+		csc := c.SecurityContext
+		assert.True(t, csc.ReadOnlyRootFilesystem != nil && *csc.ReadOnlyRootFilesystem, "%s: readOnlyRootFilesystem", name)
+		assert.True(t, csc.AllowPrivilegeEscalation != nil && !*csc.AllowPrivilegeEscalation, "%s: allowPrivilegeEscalation false", name)
+		assert.True(t, csc.Privileged == nil || !*csc.Privileged, "%s: not privileged", name)
+		assert.Equal(t, []string{"ALL"}, csc.Capabilities.Drop, "%s: every capability dropped", name)
+		assert.Empty(t, csc.Capabilities.Add, "%s: none added", name)
+		for _, e := range c.Env {
+			if e.Name != "GATEWAY_SINK" {
+				continue
+			}
+			writable := false
+			for _, vm := range c.VolumeMounts {
+				writable = writable || !vm.ReadOnly && strings.HasPrefix(e.Value, strings.TrimSuffix(vm.MountPath, "/")+"/")
+			}
+			assert.True(t, writable, "%s: the sink %s is on a writable volume (the root file system is read-only)", name, e.Value)
+		}
+	}
 }

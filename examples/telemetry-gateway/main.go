@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,14 +24,18 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/demo"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/gateway"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/jetstream"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/sourceip/sourceip/internal/version"
 	"github.com/sourceip/sourceip/middleware"
@@ -62,17 +67,59 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 0
 	}
 	if o.demo {
-		if err := demo.Run(ctx, stdout, stderr, o.verbose); err != nil {
-			fmt.Fprintln(stderr, "demo:", err)
-			return 1
-		}
-		return 0
+		return runDemo(ctx, stdout, stderr, o.verbose)
 	}
 	if err := serve(ctx, o, stdout); err != nil {
 		fmt.Fprintln(stderr, "telemetry-gateway:", err)
 		return 1
 	}
 	return 0
+}
+
+// exitBrokenPipe is the demo's exit code when its output was closed before
+// it finished: 128 + SIGPIPE, what a shell reports for a process that
+// SIGPIPE ended.
+const exitBrokenPipe = 128 + 13
+
+// runDemo runs the demo and returns the exit code. Its output may go to a
+// reader that leaves early (-demo -v 2>&1 | head): by default the next
+// write to a closed pipe on standard output or error ends the process with
+// SIGPIPE, before the demo removes its temporary directory. Asking for
+// SIGPIPE makes those writes fail with EPIPE instead (see os/signal); the
+// first one stops the demo, which shuts the gateway down and removes its
+// files, and the command exits with exitBrokenPipe.
+func runDemo(ctx context.Context, stdout, stderr io.Writer, verbose bool) int {
+	sigpipe := make(chan os.Signal, 1)
+	signal.Notify(sigpipe, syscall.SIGPIPE)
+	defer signal.Stop(sigpipe)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var broken atomic.Bool
+	closed := func() { broken.Store(true); cancel() }
+	err := demo.Run(ctx, &pipeWatch{w: stdout, closed: closed}, &pipeWatch{w: stderr, closed: closed}, verbose)
+	switch {
+	case broken.Load():
+		return exitBrokenPipe
+	case err != nil:
+		fmt.Fprintln(stderr, "demo:", err)
+		return 1
+	}
+	return 0
+}
+
+// pipeWatch passes writes on to w and calls closed when one fails with
+// EPIPE: the reader went away.
+type pipeWatch struct {
+	w      io.Writer
+	closed func()
+}
+
+func (p *pipeWatch) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		p.closed()
+	}
+	return n, err
 }
 
 // serve runs the gateway until ctx is done, then drains it. The error is the
@@ -142,17 +189,47 @@ func build(o *options, logOut io.Writer) (*gateway.Gateway, *slog.Logger, func()
 		cleanup()
 		return nil, nil, nil, err
 	}
+	if o.natsURL != "" {
+		if cfg.Store, err = o.jetStream(log); err != nil {
+			cleanup()
+			return nil, nil, nil, err
+		}
+	}
 	g, err := gateway.New(cfg)
 	if err != nil {
+		if cfg.Store != nil {
+			cfg.Store.Close()
+		}
 		cleanup()
 		return nil, nil, nil, err
 	}
 	return g, log, cleanup, nil
 }
 
+// jetStream connects to the JetStream stream that -nats-url and the flags
+// after it name, creating it with -nats-replicas.
+func (o *options) jetStream(log *slog.Logger) (*jetstream.Sink, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	host, _ := os.Hostname()
+	return jetstream.Open(ctx, jetstream.Config{
+		URL: o.natsURL, Stream: o.natsStream, Subject: o.natsSubject,
+		Replicas: o.natsReplicas, Duplicates: o.natsDuplicates,
+		MaxPending: o.natsMaxPending, AckTimeout: o.natsAckTimeout,
+		Name: "telemetry-gateway " + host, Logger: log,
+	})
+}
+
 // gatewayConfig turns the options into the gateway's configuration.
 func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
-	tlsCfg, err := o.tlsConfig(log)
+	var tlsCfg *tls.Config
+	var lbTLS *chain.LBTLSConfig
+	var err error
+	if o.tlsAtLB {
+		lbTLS, err = o.lbTLSConfig(log)
+	} else {
+		tlsCfg, err = o.tlsConfig(log)
+	}
 	if err != nil {
 		return gateway.Config{}, err
 	}
@@ -171,11 +248,14 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 	if o.httpTrusted.Len() == 0 {
 		header = "" // nobody is trusted to write it
 	}
+	origins, _ := o.wsAllowedOrigins() // checked by parseOptions
 	return gateway.Config{
-		MQTTAddr: o.mqttAddr, HTTPAddr: o.httpAddr, AdminAddr: o.adminAddr,
-		ProxyTrusted: o.proxyTrusted, ProxyHeaderless: o.proxyHeaderless, ProxyHeaderTimeout: o.proxyHeaderTimeout,
+		MQTTAddr: o.mqttAddr, HTTPAddr: o.httpAddr, AdminAddr: o.adminAddr, ExplainAllow: o.explainAllow,
+		ProxyTrusted: o.proxyTrusted, ProxyHeaderless: o.proxyHeaderless, ProxyHeaderTimeout: o.proxyHeaderTimeout, RequireProxy: o.proxyRequired,
 		HTTPTrusted: o.httpTrusted, HTTPHeader: header, Masquerade: o.masquerade, Allow: o.allow,
-		TLS: tlsCfg, HandshakeTimeout: o.handshakeTimeout, ConnectTimeout: o.connectTimeout,
+		WSAddr: o.wsAddr, WSTrusted: o.wsTrusted, WSHeader: o.wsHeader, WSProxyTrusted: o.wsProxyTrusted,
+		WSOrigin: o.wsOriginConfig(), WSAllowedOrigins: origins,
+		TLS: tlsCfg, LBTLS: lbTLS, HandshakeTimeout: o.handshakeTimeout, ConnectTimeout: o.connectTimeout,
 		HTTPReadTimeout: o.httpReadTimeout,
 		Sink:            sink.Config{Path: o.sinkPath, Sync: o.sinkSync, MaxDevices: o.sinkMaxDevices},
 		SinkMinFree:     uint64(o.sinkMinFree), SinkCheckInterval: o.sinkCheckInterval,

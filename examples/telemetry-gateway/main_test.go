@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +17,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/gorilla/websocket"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/fstest"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ws"
 	"github.com/sourceip/sourceip/internal/e2e"
+	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,6 +37,11 @@ func TestHelpNamesEveryEnvironmentVariable(t *testing.T) {
 	var stderr bytes.Buffer
 	require.Equal(t, 0, run(t.Context(), []string{"-help"}, noEnv, io.Discard, &stderr), "-help exit code")
 	for _, want := range []string{"-mqtt-addr", "[$GATEWAY_MQTT_ADDR]", "[$GATEWAY_PROXY_TRUSTED]", "[$GATEWAY_SINK_SYNC]", "-demo", "-version", "GATEWAY_"} {
+		assert.Contains(t, stderr.String(), want)
+	}
+	// Flags whose zero value is not their default say what it is (a
+	// newcomer's finding: -sink-sync showed none).
+	for _, want := range []string{"[$GATEWAY_SINK_SYNC] (default fsync)", "[$GATEWAY_PROXY_HEADERLESS] (default refuse)", "[$GATEWAY_SINK_MIN_FREE] (default 64MiB)"} {
 		assert.Contains(t, stderr.String(), want)
 	}
 }
@@ -102,6 +115,15 @@ func TestUsageErrors(t *testing.T) {
 		{"zero sink-max-devices", []string{"-sink-max-devices", "0"}, nil, "-sink-max-devices 0: want at least 1 device"},
 		{"kube health without a service", []string{"-kube-health-addr", ":10254"}, nil, `-kube-service "": want namespace/name`},
 		{"stray argument", []string{"serve"}, nil, `unexpected arguments: ["serve"]`},
+		{"TLS at the load balancer without one", []string{"-tls-at-lb"}, nil, "-tls-at-lb true: needs -proxy-trusted or -proxy-trusted-file"},
+		{"TLS at the load balancer and a certificate of the gateway's", []string{"-tls-at-lb", "-proxy-trusted", "10.0.0.1", "-tls-cert", "c.pem", "-tls-key", "k.pem"}, nil,
+			"-tls-cert c.pem: contradicts -tls-at-lb"},
+		{"TLS at the load balancer and client certificates asked by the gateway", []string{"-tls-at-lb", "-proxy-trusted", "10.0.0.1", "-tls-client-ca", "ca.pem", "-tls-client-auth", "require"}, nil,
+			"-tls-client-auth require: contradicts -tls-at-lb"},
+		{"an allowed origin with a path", []string{"-ws-origins", "https://dash.example/app"}, nil, `-ws-origins "https://dash.example/app": "https://dash.example/app": want scheme://host[:port]`},
+		{"a WebSocket host that is no host", []string{"-ws-hosts", "iot.example,a b/c"}, nil, `-ws-hosts "iot.example,a b/c":`},
+		{"a scheme header nobody trusted writes", []string{"-ws-proto-header", "X-Forwarded-Proto"}, nil, `-ws-proto-header "X-Forwarded-Proto": want one header name, written by the proxies of -ws-trusted`},
+		{"proxy required without a load balancer", []string{"-proxy-required"}, nil, "-proxy-required true: needs -proxy-trusted or -proxy-trusted-file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,5 +304,86 @@ func TestServeWiring(t *testing.T) {
 		`gateway_messages_total{`, `outcome="accepted",protocol="http"`, "go_goroutines"} {
 		assert.Contains(t, string(body), want)
 	}
+	// Both scopes name their version from the build information, "(devel)"
+	// from a checkout (a newcomer's finding: otelsourceip's said
+	// "v0.0.0-00010101000000-000000000000", the placeholder of a replaced
+	// module, and the gateway's said nothing).
+	for _, sc := range []string{"github.com/sourceip/sourceip/middleware/otelsourceip", "github.com/sourceip/sourceip/examples/telemetry-gateway"} {
+		assert.Contains(t, string(body), `otel_scope_name="`+sc+`",otel_scope_schema_url=`, "scope %s", sc)
+		assert.Regexp(t, `otel_scope_name="`+sc+`",otel_scope_schema_url="[^"]*",otel_scope_version="\(devel\)"`, string(body), "scope %s", sc)
+	}
+	assert.NotContains(t, string(body), `otel_scope_version="v0.0.0-`)
 	assert.FileExists(t, dir+"/cert.pem", "-tls-self-signed-out")
+}
+
+// TestTLSAtLBCommand: -tls-at-lb serves plain MQTT behind the load balancers
+// of -proxy-trusted, and -tls-client-ca verifies again the certificate one
+// forwards in the SSL TLV.
+func TestTLSAtLBCommand(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.NewCA("devices")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "ca.crt"), ca.PEM(), 0o644))
+	logs, stop := serveCommand(t, "-sink", filepath.Join(dir, "t.jsonl"), "-tls-at-lb", "-proxy-trusted", "127.0.0.200",
+		"-tls-client-ca", filepath.Join(dir, "ca.crt"))
+	addr := logs.field(t, "gateway started", "mqtt")
+	assert.Equal(t, "load balancer", logs.field(t, "gateway started", "tls_terminated_by"))
+	cert, err := ca.Client("lb1")
+	require.NoError(t, err)
+	ssl := proxyproto.SSL{Client: proxyproto.SSLClientTLS | proxyproto.SSLClientCertConn, Version: "TLSv1.3", CN: "lb1", CertDER: string(cert.Certificate[0])}
+	tlvs, err := proxyproto.NewTLVs(ssl.TLV())
+	require.NoError(t, err)
+	c, err := device.Connect(t.Context(), device.Config{ID: "lb1", Version: 5, Addr: addr, Local: netip.MustParseAddr("127.0.0.200"),
+		Proxy: 2, Claim: netip.MustParseAddrPort("192.0.2.7:7000"), TLVs: tlvs, Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	require.NoError(t, c.Publish(t.Context(), "telemetry/lb1", 1, device.Reading("lb1", 1, 1)))
+	c.Close()
+	require.Equal(t, 0, stop(), "exit code; log:\n%s", &logs.raw)
+	assert.Contains(t, logs.raw.String(), `"lb_tls":{"reported":{"tls":true,"version":"TLSv1.3","cert":"verified","cn":"lb1","cert_sha256":`)
+	assert.Contains(t, logs.raw.String(), `"identity":"certificate"},"tls_sni":"","tls_subject":"CN=lb1"`)
+}
+
+// TestWebSocketCommand: the -ws-* flags reach the WebSocket listener: its
+// chain trusts -ws-trusted's header, -ws-origins and -ws-hosts hold
+// browsers to their origins.
+func TestWebSocketCommand(t *testing.T) {
+	dir := t.TempDir()
+	logs, stop := serveCommand(t, "-sink", filepath.Join(dir, "t.jsonl"), "-tls-self-signed-out", filepath.Join(dir, "cert.pem"),
+		"-ws-addr", "127.0.0.1:0", "-ws-trusted", "127.0.0.1", "-ws-proto-header", "X-Forwarded-Proto",
+		"-ws-hosts", "iot.example", "-ws-origins", "https://dashboard.example")
+	addr := logs.field(t, "gateway started", "ws")
+	dial := func(host string, h http.Header) (*websocket.Conn, *http.Response, error) {
+		d := websocket.Dialer{HandshakeTimeout: 5 * time.Second, Subprotocols: []string{"mqtt"},
+			NetDialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}}
+		return d.Dial("ws://"+host+"/mqtt", h)
+	}
+	c, _, err := dial("iot.example", http.Header{"X-Forwarded-For": {"192.0.2.9"}, "X-Forwarded-Proto": {"https"}, "Origin": {"https://dashboard.example"}})
+	require.NoError(t, err, "an allowed origin")
+	conn := ws.NewConn(c)
+	pc := paho.NewClient(paho.ClientConfig{Conn: packets.NewThreadSafeConn(conn), PacketTimeout: 5 * time.Second})
+	_, err = pc.Connect(t.Context(), &paho.Connect{ClientID: "wsc1", CleanStart: true, KeepAlive: 30})
+	require.NoError(t, err)
+	_, err = pc.Publish(t.Context(), &paho.Publish{Topic: "telemetry/wsc1", QoS: 1, Payload: device.Reading("wsc1", 1, 1)})
+	require.NoError(t, err)
+	_ = pc.Disconnect(&paho.Disconnect{})
+	for _, tt := range []struct {
+		host, origin string
+	}{{"iot.example", "https://evil.example"}, {"evil.example", ""}} {
+		h := http.Header{"X-Forwarded-Proto": {"https"}}
+		if tt.origin != "" {
+			h.Set("Origin", tt.origin)
+		}
+		_, resp, err := dial(tt.host, h)
+		require.Error(t, err)
+		if assert.NotNil(t, resp) {
+			assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%s %s", tt.host, tt.origin)
+		}
+	}
+	require.Equal(t, 0, stop(), "exit code; log:\n%s", &logs.raw)
+	assert.Contains(t, logs.raw.String(), `"clientip":{"client":"192.0.2.9","source":"x-forwarded-for"`)
+	sum, err := sink.SummarizeFile(filepath.Join(dir, "t.jsonl"))
+	require.NoError(t, err)
+	assert.Equal(t, 1, sum.Count["wsc1/1"])
 }

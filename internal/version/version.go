@@ -78,13 +78,62 @@ func mainVersion(bi *debug.BuildInfo) string {
 	return v
 }
 
+// Module returns the version of the module at path in the running program:
+// its version when it is the main module or a dependency required at a
+// version, the replacement's version when it is replaced by another
+// module, and "(devel)" when that says nothing: a main module built from a
+// checkout without a stamped version, a dependency replaced by a directory
+// (whose required version is the zero pseudo-version
+// v0.0.0-00010101000000-000000000000, or a placeholder), a module the
+// program does not contain, or a program without build information. It is
+// meant for OpenTelemetry instrumentation scopes, which should name the code
+// that recorded a metric, or say honestly that the version is unknown.
+func Module(path string) string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return devel
+	}
+	return moduleVersion(bi, path)
+}
+
+const devel = "(devel)"
+
+func moduleVersion(bi *debug.BuildInfo, path string) string {
+	if bi.Main.Path == path {
+		if bi.Main.Version == "" {
+			return devel
+		}
+		return bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path != path {
+			continue
+		}
+		if r := d.Replace; r != nil {
+			if r.Version == "" || r.Version == devel { // a directory
+				return devel
+			}
+			return r.Version
+		}
+		if d.Version == "" || d.Version == zeroPseudo {
+			return devel
+		}
+		return d.Version
+	}
+	return devel
+}
+
+// zeroPseudo is the version a go.mod requires a module at when it is only
+// there to be replaced by a directory.
+const zeroPseudo = "v0.0.0-00010101000000-000000000000"
+
 // depVersion is a dependency's version and replacement. A module required
 // only to be replaced by a directory carries the zero pseudo-version, which
 // says nothing: it reads "(devel)".
 func depVersion(d *debug.Module) string {
 	v := d.Version
-	if v == "" || v == "v0.0.0-00010101000000-000000000000" {
-		v = "(devel)"
+	if v == "" || v == zeroPseudo {
+		v = devel
 	}
 	if r := d.Replace; r != nil {
 		v += " replaced by " + r.Path

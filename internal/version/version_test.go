@@ -56,3 +56,45 @@ func TestString(t *testing.T) {
 	assert.True(t, strings.HasPrefix(s, "(devel)") || strings.HasPrefix(s, "v"), s)
 	assert.Contains(t, s, ", go1.")
 }
+
+// TestModule: the version an instrumentation scope reports (a newcomer's
+// finding: the gateway's metrics said otel_scope_version="v0.0.0-00010101000000-000000000000",
+// the placeholder the examples module requires the library at before
+// replacing it with the checkout).
+func TestModule(t *testing.T) {
+	const examples = Library + "/examples"
+	bi := func(main debug.Module, deps ...*debug.Module) *debug.BuildInfo {
+		return &debug.BuildInfo{GoVersion: "go1.26.8", Main: main, Deps: deps}
+	}
+	tests := []struct {
+		name string
+		bi   *debug.BuildInfo
+		path string
+		want string
+	}{
+		{"library replaced by the checkout", bi(debug.Module{Path: examples, Version: "(devel)"},
+			&debug.Module{Path: Library, Version: zeroPseudo, Replace: &debug.Module{Path: "../", Version: "(devel)"}}), Library, "(devel)"},
+		{"library replaced by a directory without a version", bi(debug.Module{Path: examples},
+			&debug.Module{Path: Library, Version: "v0.1.0", Replace: &debug.Module{Path: "../"}}), Library, "(devel)"},
+		{"released library", bi(debug.Module{Path: "example.com/app", Version: "v1.0.0"},
+			&debug.Module{Path: Library, Version: "v0.1.0"}), Library, "v0.1.0"},
+		{"library replaced by a fork", bi(debug.Module{Path: "example.com/app"},
+			&debug.Module{Path: Library, Version: "v0.1.0", Replace: &debug.Module{Path: "example.com/fork", Version: "v0.1.1"}}), Library, "v0.1.1"},
+		{"zero pseudo-version without a replacement", bi(debug.Module{Path: "example.com/app"},
+			&debug.Module{Path: Library, Version: zeroPseudo}), Library, "(devel)"},
+		{"main module from a checkout", bi(debug.Module{Path: examples, Version: "(devel)"}), examples, "(devel)"},
+		{"main module without a version", bi(debug.Module{Path: examples}), examples, "(devel)"},
+		{"main module stamped from its VCS", bi(debug.Module{Path: examples, Version: "v0.1.1-0.20261203070000-1b41743abcde+dirty"}),
+			examples, "v0.1.1-0.20261203070000-1b41743abcde+dirty"},
+		{"released main module", bi(debug.Module{Path: Library, Version: "v0.2.0"}), Library, "v0.2.0"},
+		{"module not in the program", bi(debug.Module{Path: "example.com/app", Version: "v1.0.0"}), Library, "(devel)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, moduleVersion(tt.bi, tt.path))
+		})
+	}
+	got := Module(Library) // a test binary's main module is the library
+	assert.NotEmpty(t, got)
+	assert.NotEqual(t, zeroPseudo, got)
+}

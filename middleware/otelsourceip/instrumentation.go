@@ -3,7 +3,6 @@ package otelsourceip
 import (
 	"context"
 	"errors"
-	"runtime/debug"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -14,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/internal/version"
 	"github.com/sourceip/sourceip/middleware"
 	"github.com/sourceip/sourceip/proxyproto"
 )
@@ -102,7 +102,10 @@ var _ middleware.Observer = (*Instrumentation)(nil)
 
 // New returns an Instrumentation that records through the configured (or
 // global) providers, under the scope [ScopeName] with semconv v1.43.0's schema
-// URL. It fails only when the meter refuses to create an instrument.
+// URL and, as the scope's version, the version of the module
+// github.com/sourceip/sourceip in the running program's build information
+// ("(devel)" when it says none: a checkout, or the library replaced by a
+// directory). It fails only when the meter refuses to create an instrument.
 func New(opts ...Option) (*Instrumentation, error) {
 	var c config
 	for _, o := range opts {
@@ -114,7 +117,7 @@ func New(opts ...Option) (*Instrumentation, error) {
 	if c.tp == nil {
 		c.tp = otel.GetTracerProvider()
 	}
-	v := version()
+	v := version.Module(version.Library)
 	in := &Instrumentation{
 		tracer: c.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(v), trace.WithSchemaURL(semconv.SchemaURL)),
 	}
@@ -176,23 +179,6 @@ func New(opts ...Option) (*Instrumentation, error) {
 	}
 	in.rules.overflow = newRuleOpts(OverflowRule)
 	return in, nil
-}
-
-// version returns the version of the sourceip module in the running binary,
-// or "" when it is not a released version.
-func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	const path = "github.com/sourceip/sourceip"
-	mods := append([]*debug.Module{&bi.Main}, bi.Deps...)
-	for _, m := range mods {
-		if m.Path == path && m.Version != "" && m.Version != "(devel)" {
-			return m.Version
-		}
-	}
-	return ""
 }
 
 // ObserveResolve records one resolution: it counts it in

@@ -2,6 +2,10 @@
 // listeners.Listener that takes connections from a PROXY-protocol listener,
 // performs the TLS handshake itself under a deadline, gives the client a
 // deadline to send CONNECT, and only then hands the connection to the broker.
+// Without a TLS configuration it hands plain connections on: those of a load
+// balancer that terminated the client's TLS and reported it in the PROXY
+// header's SSL TLV (LBTLSConfig), or of another listener that did the
+// transport's work (MQTT over WebSocket).
 //
 // mochi-mqtt v2.7.9 has no deadline before CONNECT (a connection that never
 // finishes its handshake or never sends CONNECT is held for ever), runs no hook
@@ -11,7 +15,7 @@
 // header's addresses, and the TLS server name if the ClientHello got that far.
 //
 // Each connection handed to the broker is a *tls.Conn over a *Conn that
-// carries the connection's Info; InfoFromConn finds it again from inside mochi
+// carries the connection's Info (the *Conn itself without TLS); InfoFromConn finds it again from inside mochi
 // hooks (cl.Net.Conn), and proxyproto.FactsFromConn sees through both.
 package chain
 
@@ -51,9 +55,20 @@ type Config struct {
 	// Inner is where connections come from: a *proxyproto.Listener in the
 	// gateway, any net.Listener in tests. The Listener owns it.
 	Inner net.Listener
-	// TLS is the server configuration. Required. Its GetConfigForClient, if
-	// any, still runs; the listener records the server name before it.
+	// TLS is the server configuration. Its GetConfigForClient, if any, still
+	// runs; the listener records the server name before it. Nil means the
+	// listener does no TLS: it hands Inner's connections on as they are.
 	TLS *tls.Config
+	// LBTLS, with TLS nil, makes the listener read what a trusted load
+	// balancer reported about the client's TLS from each connection's PROXY
+	// header (Info.LBTLS). Inner must be a proxyproto listener for it.
+	LBTLS *LBTLSConfig
+	// Protocol is what the listener reports to mochi; "" means
+	// "tcp+proxy+tls", or "tcp+proxy" without TLS.
+	Protocol string
+	// IDs numbers the connections (Info.ID); listeners of one broker share
+	// it so that a number names one connection. Nil: the listener's own.
+	IDs *atomic.Uint64
 	// HandshakeTimeout bounds the TLS handshake, from the moment Inner
 	// returned the connection. Zero means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
@@ -84,8 +99,12 @@ type Info struct {
 	ServerName string
 	// Handshake is how long the TLS handshake took.
 	Handshake time.Duration
-	// State is the TLS connection state after the handshake.
+	// State is the TLS connection state after the handshake; the zero
+	// value without TLS.
 	State tls.ConnectionState
+	// LBTLS is what the load balancer that terminated the client's TLS
+	// reported, with Config.LBTLS; nil otherwise.
+	LBTLS *LBTLS
 
 	connected atomic.Bool
 }
@@ -95,12 +114,29 @@ type Info struct {
 // listener reports.
 func (i *Info) MarkConnected() { i.connected.Store(true) }
 
-// Subject returns the client certificate's subject, or "".
+// Subject returns the client certificate's subject (for TLS terminated at
+// the load balancer, the identity it established: see LBTLS.Subject), or "".
 func (i *Info) Subject() string {
+	if i.LBTLS != nil {
+		return i.LBTLS.Subject()
+	}
 	if len(i.State.PeerCertificates) == 0 {
 		return ""
 	}
 	return i.State.PeerCertificates[0].Subject.String()
+}
+
+// ClientCN returns the common name of the verified client certificate the
+// client presented, and whether there is one: from the handshake, or as the
+// load balancer that terminated TLS reported it (LBTLS.CN).
+func (i *Info) ClientCN() (string, bool) {
+	if i.LBTLS != nil {
+		return i.LBTLS.CN, i.LBTLS.Err == nil
+	}
+	if len(i.State.PeerCertificates) == 0 {
+		return "", false
+	}
+	return i.State.PeerCertificates[0].Subject.CommonName, true
 }
 
 // Failure is a connection that ended before the broker accepted its CONNECT.
@@ -136,7 +172,8 @@ func (f Failure) LogValue() slog.Value {
 	return slog.GroupValue(as...)
 }
 
-// Conn is a connection with its Info. The broker gets a *tls.Conn over it.
+// Conn is a connection with its Info. The broker gets a *tls.Conn over it,
+// or the *Conn itself without TLS.
 type Conn struct {
 	net.Conn
 	info *Info
@@ -150,7 +187,7 @@ func (c *Conn) NetConn() net.Conn { return c.Conn }
 func (c *Conn) Info() *Info { return c.info }
 
 // InfoFromConn returns the Info of a connection the listener handed out: c is
-// the *tls.Conn mochi holds in cl.Net.Conn, or the *Conn under it.
+// what mochi holds in cl.Net.Conn, the *tls.Conn over a *Conn or the *Conn.
 func InfoFromConn(c net.Conn) (*Info, bool) {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
@@ -165,7 +202,7 @@ func InfoFromConn(c net.Conn) (*Info, bool) {
 type Listener struct {
 	cfg    Config
 	tls    *tls.Config
-	nextID atomic.Uint64
+	nextID *atomic.Uint64
 
 	mu     sync.Mutex
 	closed bool
@@ -175,8 +212,11 @@ type Listener struct {
 
 // New returns a Listener for cfg.
 func New(cfg Config) (*Listener, error) {
-	if cfg.Inner == nil || cfg.TLS == nil {
-		return nil, errors.New("chain: Inner and TLS are required")
+	if cfg.Inner == nil {
+		return nil, errors.New("chain: Inner is required")
+	}
+	if cfg.LBTLS != nil && cfg.TLS != nil {
+		return nil, errors.New("chain: LBTLS is for TLS terminated at the load balancer: TLS must be nil")
 	}
 	if cfg.ID == "" {
 		cfg.ID = "mqtts"
@@ -187,7 +227,13 @@ func New(cfg Config) (*Listener, error) {
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
-	l := &Listener{cfg: cfg, conns: make(map[*Conn]struct{})}
+	l := &Listener{cfg: cfg, conns: make(map[*Conn]struct{}), nextID: cfg.IDs}
+	if l.nextID == nil {
+		l.nextID = new(atomic.Uint64)
+	}
+	if cfg.TLS == nil {
+		return l, nil
+	}
 	l.tls = cfg.TLS.Clone()
 	next := cfg.TLS.GetConfigForClient
 	l.tls.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
@@ -209,7 +255,15 @@ func (l *Listener) ID() string { return l.cfg.ID }
 func (l *Listener) Address() string { return l.cfg.Inner.Addr().String() }
 
 // Protocol implements listeners.Listener.
-func (l *Listener) Protocol() string { return "tcp+proxy+tls" }
+func (l *Listener) Protocol() string {
+	switch {
+	case l.cfg.Protocol != "":
+		return l.cfg.Protocol
+	case l.tls == nil:
+		return "tcp+proxy"
+	}
+	return "tcp+proxy+tls"
+}
 
 // Init implements listeners.Listener. The inner listener is already bound.
 func (l *Listener) Init(*slog.Logger) error { return nil }
@@ -254,19 +308,26 @@ func (l *Listener) serveConn(c *Conn, establish listeners.EstablishFn) {
 		c.Close()
 	}()
 	info := c.info
-	_ = c.SetDeadline(info.Accepted.Add(l.cfg.HandshakeTimeout))
-	tc := tls.Server(c, l.tls)
-	start := time.Now()
-	if err := tc.Handshake(); err != nil {
-		l.fail(c.Conn, info, StageTLS, err)
-		return
+	var conn net.Conn = c
+	switch {
+	case l.tls != nil:
+		_ = c.SetDeadline(info.Accepted.Add(l.cfg.HandshakeTimeout))
+		tc := tls.Server(c, l.tls)
+		start := time.Now()
+		if err := tc.Handshake(); err != nil {
+			l.fail(c.Conn, info, StageTLS, err)
+			return
+		}
+		info.Handshake = time.Since(start)
+		info.State = tc.ConnectionState()
+		conn = tc
+	case l.cfg.LBTLS != nil:
+		info.LBTLS = lbTLS(l.cfg.LBTLS, info.Facts)
 	}
-	info.Handshake = time.Since(start)
-	info.State = tc.ConnectionState()
 	// The broker's first read is CONNECT; it replaces this deadline with the
 	// keepalive one as soon as it has accepted CONNECT.
 	_ = c.SetDeadline(time.Now().Add(l.cfg.ConnectTimeout))
-	err := establish(l.cfg.ID, tc)
+	err := establish(l.cfg.ID, conn)
 	if !info.connected.Load() {
 		if err == nil {
 			err = errors.New("connection closed before CONNECT")

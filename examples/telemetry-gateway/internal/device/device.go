@@ -2,7 +2,8 @@
 // tests and benchmarks: a real MQTT client (eclipse/paho.mqtt.golang for MQTT
 // 3.1.1, eclipse/paho.golang for MQTT 5) over TLS that can dial from a chosen
 // loopback address and, playing its own load balancer, send a PROXY header
-// before TLS.
+// before TLS, or, playing a load balancer that terminated TLS, a PROXY
+// header with TLVs (the SSL TLV) before plain MQTT.
 package device
 
 import (
@@ -39,7 +40,11 @@ type Config struct {
 	// Claim is zero): the device acts as the load balancer.
 	Proxy uint8
 	Claim netip.AddrPort
-	// TLS is the client configuration (RootCAs, ServerName, Certificates).
+	// TLVs are the PROXY v2 header's TLVs (proxyproto.SSL.TLV for TLS
+	// terminated at the load balancer).
+	TLVs proxyproto.TLVs
+	// TLS is the client configuration (RootCAs, ServerName, Certificates);
+	// nil speaks plain MQTT, as a load balancer that terminated TLS does.
 	TLS *tls.Config
 	// Timeout bounds connecting and each acknowledgement; zero means 10s.
 	Timeout time.Duration
@@ -75,8 +80,8 @@ func (e *PublishError) Unwrap() error { return e.Err }
 var ErrNoAck = errors.New("device: no acknowledgement")
 
 // Dial opens the TCP connection (with the PROXY header, if configured) and
-// completes the TLS handshake.
-func Dial(ctx context.Context, cfg Config) (*tls.Conn, error) {
+// completes the TLS handshake, if configured.
+func Dial(ctx context.Context, cfg Config) (net.Conn, error) {
 	d := &net.Dialer{Timeout: cfg.timeout()}
 	if cfg.Local.IsValid() {
 		d.LocalAddr = &net.TCPAddr{IP: cfg.Local.AsSlice()}
@@ -87,7 +92,7 @@ func Dial(ctx context.Context, cfg Config) (*tls.Conn, error) {
 	)
 	if cfg.Proxy != 0 {
 		c, err = proxyproto.DialContext(ctx, d, "tcp", cfg.Addr, proxyproto.Header{
-			Version: cfg.Proxy, Command: proxyproto.CommandProxy, Source: cfg.Claim,
+			Version: cfg.Proxy, Command: proxyproto.CommandProxy, Source: cfg.Claim, TLVs: cfg.TLVs,
 		})
 	} else {
 		c, err = d.DialContext(ctx, "tcp", cfg.Addr)
@@ -97,6 +102,9 @@ func Dial(ctx context.Context, cfg Config) (*tls.Conn, error) {
 	}
 	if cfg.OnDial != nil {
 		cfg.OnDial(c)
+	}
+	if cfg.TLS == nil {
+		return c, nil
 	}
 	tc := tls.Client(c, cfg.TLS)
 	hctx, cancel := context.WithTimeout(ctx, cfg.timeout())

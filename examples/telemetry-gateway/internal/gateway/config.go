@@ -28,6 +28,11 @@ type Config struct {
 	HTTPAddr string
 	// AdminAddr serves /livez, /readyz and /metrics; "" disables it.
 	AdminAddr string
+	// ExplainAllow admits operators who connect to the admin server
+	// directly from these addresses to /debug/clientip/conn, the
+	// explanation of one open MQTT connection (see the explain package). It
+	// reveals the trust configuration; the zero value serves it to no one.
+	ExplainAllow clientip.PrefixSet
 
 	// ProxyTrusted are the load balancers that must send a PROXY header;
 	// a header from anyone else is refused. Empty: no header is accepted and
@@ -40,11 +45,43 @@ type Config struct {
 	// ProxyHeaderTimeout bounds the PROXY header read; zero is proxyproto's
 	// default.
 	ProxyHeaderTimeout time.Duration
+	// RequireProxy refuses, at CONNECT with "not authorized", an MQTT
+	// client that did not come through a trusted hop: one whose resolved
+	// client is its socket peer (a device connecting to the gateway
+	// directly, past the load balancer). False (the default) serves such a
+	// client as itself, which is safe (it cannot claim another address) but
+	// leaves keeping it out to the network: see the README's firewalling
+	// note.
+	RequireProxy bool
 
 	// HTTPTrusted and HTTPHeader are the trusted-proxy chain for HTTP ingest
 	// (the ingress controllers and the header they append).
 	HTTPTrusted clientip.PrefixSet
 	HTTPHeader  string
+
+	// WSAddr is the MQTT-over-WebSocket listener (path /mqtt, subprotocol
+	// mqtt; see the ws package), plain HTTP behind an ingress that
+	// terminates TLS; "" disables it. Its connections go through the same
+	// CONNECT hook, policy, rate limit, log lines and sink provenance as the
+	// MQTT listener's, with the client resolved from the upgrade request.
+	WSAddr string
+	// WSTrusted are the ingress proxies trusted to append WSHeader
+	// ("X-Forwarded-For", "Forwarded", …) on the WebSocket listener, and
+	// WSProxyTrusted the load balancers in front of it that send a PROXY
+	// header (they must). Together they are the WebSocket chain's trusted
+	// hops: one clientip trust that its PROXY listener and resolver read.
+	WSTrusted      clientip.PrefixSet
+	WSHeader       string
+	WSProxyTrusted clientip.PrefixSet
+	// WSOrigin says how to read an upgrade request's own origin (the
+	// headers the trusted ingress writes, such as X-Forwarded-Proto) and
+	// which hosts the gateway answers to (AllowedHosts; a request for
+	// another is refused with 403). WSAllowedOrigins are the origins,
+	// besides the request's own, browsers may open a WebSocket from; an
+	// upgrade with any other Origin is refused with 403. Requests without
+	// an Origin (devices, not browsers) are not checked against origins.
+	WSOrigin         clientip.OriginConfig
+	WSAllowedOrigins []clientip.Origin
 	// Masquerade are node addresses that stand in for clients
 	// (externalTrafficPolicy: Cluster).
 	Masquerade clientip.PrefixSet
@@ -52,12 +89,26 @@ type Config struct {
 	// MQTT and HTTP; masqueraded and unresolved clients are then refused too.
 	Allow clientip.PrefixSet
 
-	// TLS is the MQTT server's TLS configuration. Required. A ClientAuth
-	// that asks for client certificates needs a way to verify them
-	// (ClientCAs, or VerifyPeerCertificate, VerifyConnection or
+	// TLS is the MQTT server's TLS configuration. Required unless LBTLS is
+	// set. A ClientAuth that asks for client certificates needs a way to
+	// verify them (ClientCAs, or VerifyPeerCertificate, VerifyConnection or
 	// GetConfigForClient): the gateway takes a certificate's subject for the
 	// device's identity, so an unverified one is refused at New.
 	TLS *tls.Config
+	// LBTLS, instead of TLS, is the mode with no TLS listener of the
+	// gateway's own: the load balancers in ProxyTrusted terminate the
+	// devices' TLS, require and verify their client certificates, and report
+	// them in the PROXY v2 header's SSL TLV (HAProxy: verify required and
+	// send-proxy-v2-ssl-cn). A CONNECT whose header does not say that the
+	// client presented a certificate the load balancer verified is refused
+	// as not authorized. The identity is the certificate the load balancer
+	// forwarded, verified again against LBTLS.ClientCAs, or, when it forwards
+	// none (or ClientCAs is nil), the common name it reported (weaker: see
+	// chain.LBTLSConfig). The client id must be that common name, as on the
+	// direct TLS path. The PROXY listener then accepts headers up to
+	// proxyproto.MaxHeaderBytesLimit from the load balancers, room for a
+	// forwarded certificate.
+	LBTLS *chain.LBTLSConfig
 	// HandshakeTimeout and ConnectTimeout bound the TLS handshake and the
 	// wait for CONNECT; zero means the chain package's defaults.
 	HandshakeTimeout, ConnectTimeout time.Duration
@@ -66,9 +117,19 @@ type Config struct {
 	// its goroutine; zero means 30 seconds.
 	HTTPReadTimeout time.Duration
 
-	// Sink configures the durable sink (Path is required); New opens it and
-	// Shutdown closes it. A zero MaxLineBytes is set to fit MaxPayload.
+	// Sink configures the durable JSON Lines sink (Path is required unless
+	// Store is set); New opens it and Shutdown closes it. A zero
+	// MaxLineBytes is set to fit MaxPayload.
 	Sink sink.Config
+	// Store, when set, replaces the JSON Lines sink: readings go there (a
+	// JetStream stream shared by replicas, say), Sink and SinkMinFree are
+	// ignored, and Shutdown closes it.
+	Store Store
+	// ReceiveMaximum is how many QoS 1 readings one connection may have
+	// waiting for their acknowledgement (announced to MQTT 5 clients, which
+	// are disconnected when they exceed it; MQTT 3.1.1 clients are read no
+	// further until one is acknowledged). Zero means DefaultReceiveMaximum.
+	ReceiveMaximum uint16
 	// SinkMinFree is the free space the sink's file system must keep for the
 	// gateway to report ready; it is checked at New and every
 	// SinkCheckInterval (zero: DefaultSinkCheckInterval). Zero disables the
@@ -144,13 +205,20 @@ const (
 	// MaxPayloadLimit is the largest MaxPayload: MQTT's largest packet
 	// (256 MiB) less room for the topic and properties.
 	MaxPayloadLimit = 256<<20 - 64<<10
+	// DefaultReceiveMaximum is the QoS 1 readings a connection may have
+	// waiting: enough to keep a device's window full through a group
+	// commit, small enough that 10,000 busy devices queue a bounded amount.
+	DefaultReceiveMaximum = 256
 )
 
 // check refuses a configuration the gateway cannot serve safely.
 func (cfg *Config) check() error {
 	var errs []error
-	if cfg.MQTTAddr == "" || cfg.TLS == nil || cfg.Sink.Path == "" {
-		errs = append(errs, errors.New("MQTTAddr, TLS and Sink.Path are required"))
+	if cfg.MQTTAddr == "" || (cfg.TLS == nil && cfg.LBTLS == nil) || (cfg.Sink.Path == "" && cfg.Store == nil) {
+		errs = append(errs, errors.New("MQTTAddr, TLS and Sink.Path are required (or LBTLS instead of TLS, a Store instead of Sink.Path)"))
+	}
+	if cfg.TLS != nil && cfg.LBTLS != nil {
+		errs = append(errs, errors.New("TLS and LBTLS contradict each other: TLS terminates at the gateway or at the load balancer"))
 	}
 	if err := checkClientAuth(cfg.TLS); err != nil {
 		errs = append(errs, err)

@@ -1,7 +1,9 @@
 // Package gateway is the telemetry gateway: an embedded MQTT broker
 // (mochi-mqtt) behind a listener chain that reads PROXY headers only from
-// trusted load balancers, terminates TLS with a deadline and waits for
-// CONNECT with a deadline; an HTTP ingest endpoint behind chi and the
+// trusted load balancers, terminates TLS with a deadline (or reads what a
+// load balancer that terminated it reported) and waits for CONNECT with a
+// deadline; the same broker over WebSocket behind an ingress (package ws);
+// an HTTP ingest endpoint behind chi and the
 // sourceip middleware; and an admin server with readiness, liveness and
 // Prometheus metrics. Every accepted reading goes to a durable sink with the
 // provenance of its sender before it is acknowledged.
@@ -10,7 +12,8 @@
 //
 //	TCP accept ─► proxyproto.Listener (trusted LB? read PROXY header with timeout)
 //	           ─► middleware.NewListener (clientip resolves the chain once)
-//	           ─► chain.Listener: TLS handshake (deadline; SNI, client cert)
+//	           ─► chain.Listener: TLS handshake (deadline; SNI, client cert),
+//	              or the TLS facts a load balancer reported in the PROXY header
 //	           ─► mochi: CONNECT (deadline) ─► OnConnect: allowlist, one log line
 //	           ─► PUBLISH ─► OnPublish: rate limit, validate, sink (fsync) ─► PUBACK
 package gateway
@@ -32,6 +35,7 @@ import (
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/reading"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ws"
 	"github.com/sourceip/sourceip/middleware"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/sourceip/sourceip/ratelimit"
@@ -47,7 +51,8 @@ type Gateway struct {
 	allow   *middleware.Policy // nil: allow all resolved clients
 	limiter *ratelimit.Limiter
 	masq    *masqWarner
-	sink    *sink.Sink
+	store   Store      // where readings go: sink, or Config.Store
+	sink    *sink.Sink // the JSON Lines sink; nil with Config.Store
 	disk    *diskWatch // nil: free space not checked
 
 	// Each chain has one trust source that every layer of it reads: the
@@ -55,11 +60,15 @@ type Gateway struct {
 	// the middleware for HTTP. The MQTT chain's can change while serving.
 	mqttTrust *clientip.Store
 	httpTrust *clientip.Resolver
+	wsTrust   *clientip.Resolver
+	wsOrigin  *clientip.OriginReader
 
 	srv       *mqtt.Server
 	srvClose  func()
 	proxyLn   *proxyproto.Listener
 	chainLn   *chain.Listener
+	wsLn      *chain.Listener // nil without WSAddr
+	connIDs   atomic.Uint64   // numbers the connections of both
 	hook      *hook
 	httpSrv   *http.Server
 	httpLn    net.Listener
@@ -99,6 +108,9 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Sink.MaxLineBytes == 0 {
 		cfg.Sink.MaxLineBytes = sink.LineBytesFor(cfg.MaxPayload)
 	}
+	if cfg.ReceiveMaximum == 0 {
+		cfg.ReceiveMaximum = DefaultReceiveMaximum
+	}
 	if cfg.SinkCheckInterval == 0 {
 		cfg.SinkCheckInterval = DefaultSinkCheckInterval
 	}
@@ -120,6 +132,21 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: HTTP resolver: %w", err)
 		}
 	}
+	if cfg.WSAddr != "" {
+		trusted, header := cfg.WSTrusted.Union(cfg.WSProxyTrusted), cfg.WSHeader
+		if header == "" {
+			header = "X-Forwarded-For"
+		}
+		if cfg.WSTrusted.Len() == 0 {
+			header = "" // nobody is trusted to write it
+		}
+		if g.wsTrust, err = clientip.New(clientip.Config{TrustedProxies: trusted, Header: header, Masquerade: cfg.Masquerade}); err != nil {
+			return nil, fmt.Errorf("gateway: WebSocket resolver: %w", err)
+		}
+		if g.wsOrigin, err = clientip.NewOriginReader(cfg.WSOrigin); err != nil {
+			return nil, fmt.Errorf("gateway: WebSocket origin: %w", err)
+		}
+	}
 	if cfg.Allow.Len() > 0 {
 		if g.allow, err = middleware.NewSourceRanges(middleware.SourceRangesConfig{Allow: cfg.Allow, Observer: cfg.Observer}); err != nil {
 			return nil, err
@@ -133,6 +160,10 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: rate limit: %w", err)
 	}
 	g.masq = &masqWarner{every: cfg.MasqueradeWarnEvery, log: g.log, seen: make(map[netip.Addr]*masqState)}
+	if cfg.Store != nil {
+		g.store = cfg.Store
+		return g, nil
+	}
 	sc := cfg.Sink
 	if next := sc.OnCommit; next != nil {
 		sc.OnCommit = func(n, b int, d time.Duration, err error) { g.met.onCommit(n, b, d, err); next(n, b, d, err) }
@@ -142,6 +173,7 @@ func New(cfg Config) (*Gateway, error) {
 	if g.sink, err = sink.Open(sc); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err) // it says "sink: …"
 	}
+	g.store = g.sink
 	st := g.sink.Stats()
 	if st.TornBytes > 0 {
 		g.log.Warn("sink: cut a torn last line left by a crash (it was never acknowledged)", "path", sc.Path, "bytes", st.TornBytes)
@@ -169,14 +201,19 @@ func New(cfg Config) (*Gateway, error) {
 // judged with. Changes are logged as a diff.
 func (g *Gateway) MQTTTrust() *clientip.Store { return g.mqttTrust }
 
-// Sink returns the gateway's sink, for its statistics.
+// Sink returns the gateway's JSON Lines sink, for its statistics; nil when
+// Config.Store replaced it.
 func (g *Gateway) Sink() *sink.Sink { return g.sink }
+
+// Store returns where the gateway puts readings: the JSON Lines sink or
+// Config.Store.
+func (g *Gateway) Store() Store { return g.store }
 
 // Start binds every listener and starts serving. The addresses are known
 // when it returns.
 func (g *Gateway) Start() error {
 	if err := g.startMQTT(); err != nil {
-		g.sink.Close()
+		g.store.Close()
 		return err
 	}
 	if g.cfg.HTTPAddr != "" {
@@ -204,8 +241,9 @@ func (g *Gateway) Start() error {
 	if g.endpoints != nil {
 		g.endpoints.Set(g.kubeEP, trafficpolicy.EndpointReady)
 	}
-	g.log.Info("gateway started", "mqtt", g.MQTTAddr(), "http", g.HTTPAddr(), "admin", g.AdminAddr(),
-		"kube_health", g.KubeHealthAddr(), "proxy_trusted", g.cfg.ProxyTrusted.String(),
+	g.log.Info("gateway started", "mqtt", g.MQTTAddr(), "ws", g.WSAddr(), "http", g.HTTPAddr(), "admin", g.AdminAddr(),
+		"kube_health", g.KubeHealthAddr(), "tls_terminated_by", map[bool]string{false: "gateway", true: "load balancer"}[g.cfg.LBTLS != nil],
+		"proxy_trusted", g.cfg.ProxyTrusted.String(),
 		"http_trusted", g.cfg.HTTPTrusted.String(), "http_header", g.cfg.HTTPHeader,
 		"masquerade", g.cfg.Masquerade.String(), "allow", g.cfg.Allow.String())
 	return nil
@@ -216,20 +254,26 @@ func (g *Gateway) startMQTT() error {
 	if err != nil {
 		return fmt.Errorf("gateway: MQTT listener: %w", err)
 	}
-	g.proxyLn, err = proxyproto.NewListener(tcp, proxyproto.Config{
+	pc := proxyproto.Config{
 		Trust:             g.mqttTrust,
 		Headerless:        g.cfg.ProxyHeaderless,
 		ReadHeaderTimeout: g.cfg.ProxyHeaderTimeout,
 		OnReject:          g.onProxyReject,
-	})
+	}
+	if g.cfg.LBTLS != nil {
+		pc.MaxHeaderBytes = proxyproto.MaxHeaderBytesLimit // a forwarded client certificate can pass 4 KiB
+	}
+	g.proxyLn, err = proxyproto.NewListener(tcp, pc)
 	if err != nil {
 		tcp.Close()
 		return fmt.Errorf("gateway: PROXY listener: %w", err)
 	}
 	g.chainLn, err = chain.New(chain.Config{
 		ID:               "mqtts",
+		IDs:              &g.connIDs,
 		Inner:            middleware.NewListener(g.proxyLn, g.mqttTrust),
 		TLS:              g.cfg.TLS,
+		LBTLS:            g.cfg.LBTLS,
 		HandshakeTimeout: g.cfg.HandshakeTimeout,
 		ConnectTimeout:   g.cfg.ConnectTimeout,
 		OnFailure:        g.onChainFailure,
@@ -243,9 +287,18 @@ func (g *Gateway) startMQTT() error {
 	caps.MaximumPacketSize = uint32(max(g.cfg.MaxPayload, 64<<10) + 4096)
 	caps.MaximumSessionExpiryInterval = 3600
 	caps.RetainAvailable = 0 // ingest only: nobody may subscribe
+	caps.ReceiveMaximum = g.cfg.ReceiveMaximum
+	// What an idle device costs (README, "Memory per device"): mochi gives
+	// every client a queue of MaximumClientWritesPending outgoing messages
+	// (8192 pointers, 64 KiB, by default), which only subscribers use, and
+	// remembers up to TopicAliasMaximum inbound topic aliases of MQTT 5
+	// clients (65,535 topics by default, unbounded in bytes).
+	caps.MaximumClientWritesPending = clientWritesPending
+	caps.TopicAliasMaximum = topicAliasMaximum
 	g.srv = mqtt.New(&mqtt.Options{
-		Capabilities: caps,
-		Logger:       slog.New(&mochiLogFilter{next: g.log.With("component", "mochi").Handler(), min: g.cfg.MochiLogLevel}),
+		Capabilities:            caps,
+		ClientNetReadBufferSize: clientReadBuffer,
+		Logger:                  slog.New(&mochiLogFilter{next: g.log.With("component", "mochi").Handler(), min: g.cfg.MochiLogLevel}),
 	})
 	g.srvClose = sync.OnceFunc(func() { _ = g.srv.Close() }) // Close panics when called twice
 	g.hook = &hook{g: g}
@@ -257,7 +310,71 @@ func (g *Gateway) startMQTT() error {
 		g.proxyLn.Close()
 		return err
 	}
+	if g.cfg.WSAddr != "" {
+		if err := g.startWS(); err != nil {
+			g.proxyLn.Close()
+			return err
+		}
+	}
 	return g.srv.Serve()
+}
+
+// wsListenerID is the WebSocket listener's id in mochi (cl.Net.Listener).
+const wsListenerID = "ws"
+
+// startWS binds the MQTT-over-WebSocket listener and adds it to the
+// broker: TCP, a PROXY listener when load balancers in front send headers,
+// the ws listener that resolves each upgrade request's client and checks its
+// origin, and a chain listener for the CONNECT deadline and failure reports.
+func (g *Gateway) startWS() error {
+	tcp, err := net.Listen("tcp", g.cfg.WSAddr)
+	if err != nil {
+		return fmt.Errorf("gateway: WebSocket listener: %w", err)
+	}
+	var inner net.Listener = tcp
+	if g.cfg.WSProxyTrusted.Len() > 0 {
+		if inner, err = proxyproto.NewListener(tcp, proxyproto.Config{
+			Trust:             g.wsTrust,
+			Upstreams:         g.cfg.WSProxyTrusted,
+			Headerless:        g.cfg.ProxyHeaderless,
+			ReadHeaderTimeout: g.cfg.ProxyHeaderTimeout,
+			OnReject:          g.onProxyReject,
+		}); err != nil {
+			tcp.Close()
+			return fmt.Errorf("gateway: WebSocket PROXY listener: %w", err)
+		}
+	}
+	wsl, err := ws.New(ws.Config{Inner: inner, Trust: g.wsTrust, Origin: g.wsOrigin, AllowedOrigins: g.cfg.WSAllowedOrigins, OnRefuse: g.onWSRefuse})
+	if err != nil {
+		inner.Close()
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if g.wsLn, err = chain.New(chain.Config{ID: wsListenerID, IDs: &g.connIDs, Inner: wsl, Protocol: "ws", ConnectTimeout: g.cfg.ConnectTimeout, OnFailure: g.onChainFailure}); err != nil {
+		wsl.Close()
+		return err
+	}
+	if err := g.srv.AddListener(g.wsLn); err != nil {
+		wsl.Close()
+		return err
+	}
+	return nil
+}
+
+// Per-client sizes of the embedded broker; see startMQTT.
+const (
+	clientWritesPending = 16
+	topicAliasMaximum   = 16
+	// clientReadBuffer is mochi's bufio.Reader over the TLS connection,
+	// which holds a whole record already: a reading is a few hundred bytes.
+	clientReadBuffer = 1024
+)
+
+// WSAddr returns the MQTT-over-WebSocket listener's address, or "".
+func (g *Gateway) WSAddr() string {
+	if g.wsLn == nil {
+		return ""
+	}
+	return g.wsLn.Address()
 }
 
 // MQTTAddr returns the MQTT listener's address.
@@ -294,7 +411,7 @@ func (g *Gateway) Ready() error {
 	case g.draining.Load():
 		return errors.New("draining")
 	}
-	if err := g.sink.Healthy(); err != nil {
+	if err := g.store.Healthy(); err != nil {
 		return fmt.Errorf("sink: %w", err)
 	}
 	if g.disk != nil {
@@ -328,7 +445,7 @@ func (g *Gateway) Shutdown(ctx context.Context, drainDelay time.Duration) error 
 			}
 		}
 		err = g.stopAll(ctx)
-		st := g.sink.Stats()
+		st := g.store.Stats()
 		attrs := []slog.Attr{slog.Uint64("records", st.Records), slog.Uint64("duplicates", st.Duplicates), slog.Uint64("batches", st.Batches)}
 		if err != nil {
 			g.log.LogAttrs(ctx, slog.LevelError, "gateway stopped with an error", append(attrs, slog.String("error", err.Error()))...)
@@ -342,6 +459,9 @@ func (g *Gateway) Shutdown(ctx context.Context, drainDelay time.Duration) error 
 func (g *Gateway) stopAll(ctx context.Context) error {
 	var errs []error
 	done := make(chan struct{})
+	if g.hook != nil {
+		g.hook.sessions.Range(func(_, v any) bool { v.(*session).acks.release(); return true })
+	}
 	go func() { g.stopMQTT(); close(done) }()
 	if g.httpSrv != nil {
 		errs = append(errs, g.httpSrv.Shutdown(ctx))
@@ -354,7 +474,7 @@ func (g *Gateway) stopAll(ctx context.Context) error {
 	if g.disk != nil && g.started.Load() {
 		g.disk.close()
 	}
-	if err := g.sink.Close(); err != nil && !errors.Is(err, sink.ErrClosed) {
+	if err := g.store.Close(); err != nil && !errors.Is(err, sink.ErrClosed) {
 		errs = append(errs, err) // it says "sink: …"
 	}
 	if g.kubeSrv != nil {

@@ -71,19 +71,23 @@ func TestHAProxyMosquitto(t *testing.T) {
 	assert.Equal(t, 1, s.Count["mosq-5/1"], "sink %+v", s)
 }
 
+// haproxyDefaults begins the tests' HAProxy configurations: TCP mode, one
+// thread.
+const haproxyDefaults = `global
+    nbthread 1
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s`
+
 // startHAProxy runs HAProxy in front of backend, connecting to it from
 // 127.0.0.200 with send-proxy-v2, and returns its frontend address; it is
 // stopped when the test ends.
 func startHAProxy(t *testing.T, backend string) string {
 	t.Helper()
 	port := e2e.StartHAProxy(t, 1, func(p []int) string {
-		return fmt.Sprintf(`global
-    nbthread 1
-defaults
-    mode tcp
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
+		return fmt.Sprintf(haproxyDefaults+`
 frontend mqtts
     bind 127.0.0.1:%d
     default_backend gateway

@@ -233,7 +233,7 @@ func (g *Gateway) ingest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := &sink.Record{ID: rd.Key(), Device: rd.Device, Seq: rd.Seq, Received: time.Now().UTC(), Protocol: "http", Payload: rd.Compact, Provenance: provenance(res)}
-	out, err := g.sink.Append(ctx, rec)
+	out, err := g.submitAndWait(ctx, rec)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
@@ -295,6 +295,9 @@ func (g *Gateway) startAdmin() error {
 	})
 	if g.cfg.Metrics != nil {
 		mux.Handle("GET /metrics", g.cfg.Metrics)
+	}
+	if err := g.mountExplain(mux); err != nil {
+		return fmt.Errorf("gateway: explain: %w", err)
 	}
 	var err error
 	if g.adminLn, err = net.Listen("tcp", g.cfg.AdminAddr); err != nil {

@@ -146,8 +146,8 @@ func TestAdmin(t *testing.T) {
 	c.Close()
 	_, metrics := get(admin + "/metrics")
 	for _, want := range []string{
-		`gateway_messages_total{otel_scope_name="github.com/sourceip/sourceip/examples/telemetry-gateway",otel_scope_schema_url="",otel_scope_version="",outcome="accepted",protocol="mqtt"} 1`,
-		`gateway_connections_total{otel_scope_name="github.com/sourceip/sourceip/examples/telemetry-gateway",otel_scope_schema_url="",otel_scope_version="",outcome="accepted",protocol="mqtt",reason="resolved"} 1`,
+		`gateway_messages_total{otel_scope_name="github.com/sourceip/sourceip/examples/telemetry-gateway",otel_scope_schema_url="",otel_scope_version="(devel)",outcome="accepted",protocol="mqtt"} 1`,
+		`gateway_connections_total{otel_scope_name="github.com/sourceip/sourceip/examples/telemetry-gateway",otel_scope_schema_url="",otel_scope_version="(devel)",outcome="accepted",protocol="mqtt",reason="resolved"} 1`,
 		`gateway_sink_commit_duration_seconds_count`,
 	} {
 		assert.Contains(t, metrics, want)

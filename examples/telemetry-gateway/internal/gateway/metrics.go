@@ -5,11 +5,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sourceip/sourceip/internal/version"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
-const scope = "github.com/sourceip/sourceip/examples/telemetry-gateway"
+// scope is the gateway's instrumentation scope; its version is the examples
+// module's ("(devel)" for a build from a checkout).
+const (
+	scope       = "github.com/sourceip/sourceip/examples/telemetry-gateway"
+	scopeModule = "github.com/sourceip/sourceip/examples"
+)
 
 // instruments are the gateway's own metrics. Attributes are low-cardinality
 // names only (protocol, outcome, reason), never addresses or client ids.
@@ -30,11 +36,11 @@ type instruments struct {
 }
 
 func newInstruments(mp metric.MeterProvider) (*instruments, error) {
-	m := mp.Meter(scope)
+	m := mp.Meter(scope, metric.WithInstrumentationVersion(version.Module(scopeModule)))
 	in := &instruments{sets: make(map[[3]string]metric.MeasurementOption)}
 	var err error
 	if in.conns, err = m.Int64Counter("gateway.connections",
-		metric.WithDescription("MQTT connections by outcome: accepted, refused, proxy_rejected, tls_failed, connect_failed"),
+		metric.WithDescription("MQTT connections by outcome: accepted, refused, proxy_rejected, tls_failed, connect_failed, websocket_refused"),
 		metric.WithUnit("{connection}")); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/reading"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ws"
 	"github.com/sourceip/sourceip/middleware"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/sourceip/sourceip/ratelimit"
@@ -29,6 +30,9 @@ type Connection struct {
 	Conn        uint64 // the listener's connection number
 	ClientID    string
 	MQTTVersion byte // 4 (3.1.1) or 5
+	// Transport is "websocket" for MQTT over WebSocket (the client was
+	// resolved from the upgrade request), "" for the MQTT listener.
+	Transport string
 	// Result and ResolveErr are clientip's answer, resolved once when the
 	// connection was accepted. Result.Peer is the socket peer and
 	// Result.Proxy the PROXY header's source: the only place the gateway
@@ -38,10 +42,15 @@ type Connection struct {
 	// Header is the PROXY header's version, command and destination, which
 	// the Result does not carry; its zero value means no header.
 	Header ProxyHeader
-	// ServerName, TLSVersion and Subject are the TLS layer.
+	// ServerName, TLSVersion and Subject are the TLS layer. With TLS at the
+	// load balancer, ServerName is the PROXY header's authority TLV (the SNI
+	// the load balancer saw, when it sends it), TLSVersion is zero, Subject
+	// is the identity LBTLS established, and LBTLS is what the load balancer
+	// reported; it is nil when the gateway terminated TLS.
 	ServerName string
 	TLSVersion uint16
 	Subject    string
+	LBTLS      *chain.LBTLS
 	// Refused is nil for an accepted connection, else why it was refused
 	// (see middleware.OutcomeOf); ConnAck is the CONNACK code sent then.
 	Refused error
@@ -84,19 +93,40 @@ func (c *Connection) decision() error {
 // attrs returns the connection's own log fields; middleware.Log adds the
 // decision and clientip's Result (client, source, socket peer, PROXY source).
 func (c *Connection) attrs() []slog.Attr {
-	as := make([]slog.Attr, 0, 12)
-	as = append(as, slog.Uint64("conn", c.Conn), slog.String("client_id", c.ClientID), slog.Int("mqtt_version", int(c.MQTTVersion)))
-	as = append(as, c.Header.attrs()...)
-	if c.TLSVersion != 0 {
-		as = append(as, slog.String("tls_version", tls.VersionName(c.TLSVersion)))
-	}
-	as = append(as, slog.String("tls_sni", c.ServerName), slog.String("tls_subject", c.Subject))
+	as := c.layers(make([]slog.Attr, 0, 12))
 	if c.Refused != nil {
 		as = append(as, slog.String("outcome", "refused"), slog.String("connack", fmt.Sprintf("0x%02x", c.ConnAck)))
 	} else {
 		as = append(as, slog.String("outcome", "accepted"))
 	}
 	return as
+}
+
+// layers appends what the connection's layers beyond clientip's Result
+// showed: its number, the MQTT client id and version, the PROXY header and
+// TLS.
+func (c *Connection) layers(as []slog.Attr) []slog.Attr {
+	as = append(as, slog.Uint64("conn", c.Conn), slog.String("client_id", c.ClientID), slog.Int("mqtt_version", int(c.MQTTVersion)))
+	if c.Transport != "" {
+		as = append(as, slog.String("transport", c.Transport))
+	}
+	as = append(as, c.Header.attrs()...)
+	if c.TLSVersion != 0 {
+		as = append(as, slog.String("tls_version", tls.VersionName(c.TLSVersion)))
+	}
+	if c.LBTLS != nil {
+		// Who terminated TLS (the socket peer, which sent the header), and
+		// what it reported.
+		as = append(as, slog.String("tls_terminated_by", addrString(c.Result.Peer.Addr())), slog.Any("lb_tls", c.LBTLS))
+	}
+	return append(as, slog.String("tls_sni", c.ServerName), slog.String("tls_subject", c.Subject))
+}
+
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
 }
 
 // provenance returns what res says about a reading's sender, for its sink
@@ -125,7 +155,10 @@ func (c *Connection) provenance() sink.Provenance {
 	if c.Header.Command == proxyproto.CommandProxy {
 		p.ProxyDestination = c.Header.Destination.String()
 	}
-	p.TLSServerName, p.TLSSubject, p.ClientID, p.Conn = c.ServerName, c.Subject, c.ClientID, c.Conn
+	p.TLSServerName, p.TLSSubject, p.ClientID, p.Conn, p.Transport = c.ServerName, c.Subject, c.ClientID, c.Conn, c.Transport
+	if c.LBTLS != nil {
+		p.TLSTerminatedBy, p.TLSVersion, p.TLSIdentity = addrString(c.Result.Peer.Addr()), c.LBTLS.SSL.Version, c.LBTLS.Identity.String()
+	}
 	return p
 }
 
@@ -143,6 +176,7 @@ type session struct {
 	prov     sink.Provenance
 	key      ratelimit.Key
 	start    time.Time
+	acks     *ackQueue
 	accepted atomic.Uint64
 	refused  atomic.Uint64
 }
@@ -172,10 +206,12 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	g := h.g
 	c := connectionOf(cl)
 	certCN, hasCert := "", false
+	var lbErr error
 	if info, ok := chain.InfoFromConn(cl.Net.Conn); ok {
 		info.MarkConnected()
-		if len(info.State.PeerCertificates) > 0 {
-			certCN, hasCert = info.State.PeerCertificates[0].Subject.CommonName, true
+		certCN, hasCert = info.ClientCN()
+		if info.LBTLS != nil {
+			lbErr = info.LBTLS.Err
 		}
 	}
 	ctx := context.Background()
@@ -187,6 +223,10 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 		g.met.masqueraded(ctx, "mqtt")
 	}
 	err := g.admit(c.Result, c.ResolveErr)
+	if err == nil && g.cfg.LBTLS != nil && !hasCert {
+		// TLS at the load balancer: only a client it verified has an identity.
+		err = because(ErrNoVerifiedCert, lbErr)
+	}
 	if err == nil && hasCert && certCN != cl.ID {
 		// A device that proves who it is must not speak for another: its
 		// readings' ids are (client id, seq).
@@ -219,8 +259,14 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 // connection; the decision fields are left zero.
 func connectionOf(cl *mqtt.Client) Connection {
 	c := Connection{ClientID: cl.ID, MQTTVersion: cl.Properties.ProtocolVersion}
+	if cl.Net.Listener == wsListenerID {
+		c.Transport = "websocket"
+	}
 	if info, ok := chain.InfoFromConn(cl.Net.Conn); ok {
 		c.Conn, c.Header, c.ServerName, c.TLSVersion, c.Subject = info.ID, headerOf(info.Facts), info.ServerName, info.State.Version, info.Subject()
+		if c.LBTLS = info.LBTLS; c.LBTLS != nil {
+			c.ServerName, _ = info.Facts.TLVs.Authority()
+		}
 	}
 	c.Result, c.ResolveErr = middleware.ResultFromConn(cl.Net.Conn)
 	return c
@@ -235,7 +281,7 @@ func connectionOf(cl *mqtt.Client) Connection {
 // here.
 func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	c := connectionOf(cl)
-	s := &session{conn: c, prov: c.provenance(), start: time.Now()}
+	s := &session{conn: c, prov: c.provenance(), start: time.Now(), acks: newAckQueue(cl, int(h.g.cfg.ReceiveMaximum))}
 	s.key = ratelimit.Key{Prefix: clientip.RateLimitKey(c.Result.Client)}
 	if c.Result.Masqueraded {
 		// The node's address stands for every client it forwards: limit
@@ -246,10 +292,14 @@ func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	h.g.met.clients.Add(context.Background(), 1)
 }
 
-// admit is the edge policy: the allowlist when there is one; otherwise
-// every client that was resolved, including masqueraded ones (which are
-// warned about).
+// admit is the edge policy: with RequireProxy, no client that reached the
+// gateway directly; then the allowlist when there is one, otherwise every
+// client that was resolved, including masqueraded ones (which are warned
+// about).
 func (g *Gateway) admit(res clientip.Result, err error) error {
+	if g.cfg.RequireProxy && res.Source == clientip.SourceSocket {
+		return ErrDirectClient
+	}
 	if g.allow != nil {
 		return g.allow.Check("", res, err)
 	}
@@ -267,48 +317,54 @@ func (g *Gateway) notify(c Connection) {
 
 func (h *hook) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
 
-// OnACLCheck lets devices publish under the topic prefix and nothing else
-// (the gateway is ingest only, the sink is the consumer), and there only
-// where the topic policy, when there is one, admits the connection's
-// client: its decision names the rule that made it, for the Observer and the
-// debug log.
-func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+// OnACLCheck admits every PUBLISH to OnPublish, which judges its topic
+// (topicRefusal), and refuses every subscription: the gateway is ingest only,
+// the sink is the consumer. A PUBLISH the ACL refused would be answered by
+// mochi itself, from the read loop, ahead of the acknowledgements still
+// queued for earlier readings (MQTT requires them in order), and judged by
+// its topic before a topic alias is resolved.
+func (h *hook) OnACLCheck(_ *mqtt.Client, _ string, write bool) bool { return write }
+
+// topicRefusal judges the topic of a PUBLISH: it must lie under the topic
+// prefix and, with a topic policy, be admitted for the connection's client
+// by the policy's rule for it, whose decision goes to the Observer. It
+// returns nil, or the refusal and the rule that made it ("" for the prefix).
+func (h *hook) topicRefusal(ctx context.Context, s *session, topic string) (string, error) {
 	g := h.g
-	if !write || !strings.HasPrefix(topic, g.cfg.TopicPrefix) {
-		return false
+	if !strings.HasPrefix(topic, g.cfg.TopicPrefix) {
+		return "", fmt.Errorf("topic %q is outside the topic prefix %q", topic, g.cfg.TopicPrefix)
 	}
 	if g.cfg.TopicPolicy == nil {
-		return true
+		return "", nil
 	}
-	v, _ := h.sessions.Load(cl)
-	s, _ := v.(*session)
-	if s == nil {
-		return false
-	}
-	ctx := context.Background()
-	res := s.conn.Result
-	d := g.cfg.TopicPolicy.Decide(topic, res, s.conn.ResolveErr)
+	d := g.cfg.TopicPolicy.Decide(topic, s.conn.Result, s.conn.ResolveErr)
 	if obs, ok := g.cfg.Observer.(middleware.DecisionObserver); ok {
-		obs.ObserveDecision(ctx, res, d)
+		obs.ObserveDecision(ctx, s.conn.Result, d)
 	}
-	if d.Allowed() {
-		return true
+	if d.Err != nil && g.cfg.Observer != nil {
+		g.cfg.Observer.ObserveDeny(ctx, s.conn.Result, d.Err)
 	}
-	s.refused.Add(1)
-	g.met.message(ctx, "mqtt", "refused")
-	if g.cfg.Observer != nil {
-		g.cfg.Observer.ObserveDeny(ctx, res, d.Err)
-	}
-	g.log.LogAttrs(ctx, slog.LevelDebug, "mqtt topic refused",
-		slog.Uint64("conn", s.conn.Conn), slog.String("client_id", cl.ID), slog.String("client", s.prov.Client),
-		slog.String("topic", topic), slog.String("rule", d.Rule), slog.String("error", d.Err.Error()))
-	return false
+	return d.Rule, d.Err
 }
 
-// OnPublish runs on the client's read loop before mochi acknowledges: the
-// reading is rate limited, validated and made durable here, and only a nil
-// error lets the PUBACK go out. A QoS 0 reading, which nobody acknowledges,
-// is queued for the sink without waiting for its fsync.
+// refusal returns the log fields of a refused reading: clientip's Result as
+// the middleware renders it, the connection's layers, then as.
+func (s *session) refusal(as ...slog.Attr) []slog.Attr {
+	out := middleware.Attrs(s.conn.Result, s.conn.ResolveErr)
+	out = s.conn.layers(out)
+	return append(out, as...)
+}
+
+// OnPublish runs on the client's read loop. The reading is rate limited,
+// validated and handed to the store; only a durable reading is acknowledged.
+//
+// A QoS 1 reading is acknowledged by the session's ackQueue once the store
+// has answered, in the order the readings arrived, so the read loop goes on
+// to the next reading at once and a device's whole window shares one commit;
+// the hook returns packets.ErrRejectPacket, for which mochi writes nothing.
+// A QoS 0 reading, which nobody acknowledges, is queued without waiting. A
+// QoS 2 reading waits for the acknowledgements before it and for its own
+// commit, and mochi writes its PUBREC when the hook returns nil.
 func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	g := h.g
 	v, _ := h.sessions.Load(cl)
@@ -317,74 +373,170 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		return pk, packets.ErrRejectPacket
 	}
 	ctx := context.Background()
+	v5 := cl.Properties.ProtocolVersion == 5
+	var p *pendingAck
+	switch pk.FixedHeader.Qos {
+	case 1:
+		var err error
+		if p, err = s.acks.add(pk.PacketID, v5); err != nil {
+			g.log.Warn("mqtt client exceeded the receive maximum", "conn", s.conn.Conn, "client_id", cl.ID, "receive_maximum", g.cfg.ReceiveMaximum)
+			_ = g.srv.DisconnectClient(cl, packets.ErrReceiveMaximum)
+			return pk, packets.ErrRejectPacket
+		}
+		if p == nil { // a retransmission of a reading still waiting: it gets that one's PUBACK
+			return pk, packets.ErrRejectPacket
+		}
+	case 2:
+		s.acks.waitIdle()
+	}
+	if rule, err := h.topicRefusal(ctx, s, pk.TopicName); err != nil {
+		return h.refuse(ctx, cl, pk, s, p, refusal{outcome: "forbidden_topic", code: packets.ErrNotAuthorized, err: err, rule: rule, end311: true})
+	}
+	rec, outcome, code, err := h.record(cl, pk, s)
+	if err != nil {
+		return h.refuse(ctx, cl, pk, s, p, refusal{outcome: outcome, code: code, err: err})
+	}
+	switch pk.FixedHeader.Qos {
+	case 0: // nobody waits for an acknowledgement: queue it and read on
+		err = g.store.Submit(ctx, rec, nil)
+	case 1:
+		err = g.store.Submit(ctx, rec, func(res sink.Result, err error) { h.stored(cl, s, p, rec, res, err) })
+	default:
+		var res sink.Result
+		if res, err = g.submitAndWait(ctx, rec); err == nil {
+			h.counted(cl, s, rec, res)
+			return pk, nil
+		}
+	}
+	if err != nil {
+		h.storeFailed(cl, s, rec, err)
+		if p != nil {
+			s.acks.answer(p, false, packets.CodeSuccess)
+		}
+	}
+	return pk, packets.ErrRejectPacket
+}
+
+// record rate limits, validates and checks pk, and returns the sink record,
+// or the outcome, reason code and error of its refusal.
+func (h *hook) record(cl *mqtt.Client, pk packets.Packet, s *session) (*sink.Record, string, packets.Code, error) {
+	g := h.g
 	d := g.limiter.Reserve(s.key, g.cfg.RateMaxWait)
 	if !d.Allowed {
-		return h.refuse(ctx, cl, pk, s, "rate_limited", packets.ErrQuotaExceeded, errors.New("rate limit exceeded"))
+		return nil, "rate_limited", packets.ErrQuotaExceeded, errors.New("rate limit exceeded")
 	}
 	if d.Delay > 0 {
 		// Slow the device down: mochi reads nothing more from this
 		// connection meanwhile, so TCP pushes back.
-		g.met.throttled.Add(ctx, 1)
+		g.met.throttled.Add(context.Background(), 1)
 		time.Sleep(d.Delay)
 	}
 	r, err := reading.Parse(pk.Payload, g.cfg.MaxPayload)
 	if err != nil {
-		return h.refuse(ctx, cl, pk, s, "invalid", packets.ErrPayloadFormatInvalid, err)
+		return nil, "invalid", packets.ErrPayloadFormatInvalid, err
 	}
 	if r.Device != cl.ID {
-		return h.refuse(ctx, cl, pk, s, "refused", packets.ErrNotAuthorized,
-			fmt.Errorf("reading names device %q but the MQTT client id is %q", r.Device, cl.ID))
+		return nil, "refused", packets.ErrNotAuthorized,
+			fmt.Errorf("reading names device %q but the MQTT client id is %q", r.Device, cl.ID)
 	}
-	rec := &sink.Record{
+	return &sink.Record{
 		ID: r.Key(), Device: r.Device, Seq: r.Seq, Received: time.Now().UTC(),
 		Protocol: "mqtt", Topic: pk.TopicName, QoS: pk.FixedHeader.Qos,
 		Payload: r.Compact, Provenance: s.prov,
-	}
-	var res sink.Result
-	if pk.FixedHeader.Qos == 0 {
-		// Nobody waits for an acknowledgement: queue it and read on.
-		err = g.sink.Enqueue(ctx, rec)
-	} else {
-		res, err = g.sink.Append(ctx, rec)
-	}
-	if err != nil {
-		// Not acknowledged: the device keeps the message. Disconnect it so
-		// that it sends the message again, to this gateway once the sink
-		// works or to another one; readiness already reports the failure.
-		g.log.Error("sink append failed", "conn", s.conn.Conn, "client_id", cl.ID, "id", rec.ID, "error", err)
-		g.met.message(ctx, "mqtt", "sink_error")
-		s.refused.Add(1)
-		if cl.Properties.ProtocolVersion == 5 {
-			_ = g.srv.DisconnectClient(cl, packets.ErrServerUnavailable)
-		} else {
-			cl.Stop(err)
-		}
-		return pk, packets.ErrRejectPacket
-	}
-	s.accepted.Add(1)
-	if res.Duplicate {
-		g.met.message(ctx, "mqtt", "duplicate")
-		g.log.Debug("mqtt duplicate reading", "conn", s.conn.Conn, "client_id", cl.ID, "id", rec.ID)
-	} else {
-		g.met.message(ctx, "mqtt", "accepted")
-	}
-	return pk, nil
+	}, "", packets.CodeSuccess, nil
 }
 
-// refuse turns a rejected reading into MQTT: a PUBACK with reason code for
-// MQTT 5 at QoS 1 and 2, nothing at all otherwise (MQTT 3.1.1 has no
-// negative acknowledgement; the reading is dropped and logged).
-func (h *hook) refuse(ctx context.Context, cl *mqtt.Client, pk packets.Packet, s *session, outcome string, code packets.Code, err error) (packets.Packet, error) {
+// stored is the store's answer for a QoS 1 reading, on the store's
+// goroutine: acknowledge it, or drop the connection without acknowledging.
+func (h *hook) stored(cl *mqtt.Client, s *session, p *pendingAck, rec *sink.Record, res sink.Result, err error) {
+	if err != nil {
+		s.acks.drop()
+		go h.storeFailed(cl, s, rec, err) // it writes to the client: not on the store's goroutine
+		s.acks.answer(p, false, packets.CodeSuccess)
+		return
+	}
+	s.acks.answer(p, true, packets.CodeSuccess)
+	h.counted(cl, s, rec, res)
+}
+
+// counted counts a reading the store has.
+func (h *hook) counted(cl *mqtt.Client, s *session, rec *sink.Record, res sink.Result) {
+	g := h.g
+	s.accepted.Add(1)
+	if res.Duplicate {
+		g.met.message(context.Background(), "mqtt", "duplicate")
+		g.log.Debug("mqtt duplicate reading", "conn", s.conn.Conn, "client_id", cl.ID, "id", rec.ID)
+	} else {
+		g.met.message(context.Background(), "mqtt", "accepted")
+	}
+}
+
+// storeFailed handles a reading the store could not take: it is not
+// acknowledged, and the client is disconnected so that it sends the reading
+// again, to this gateway once the store works or to another one; readiness
+// already reports the failure.
+func (h *hook) storeFailed(cl *mqtt.Client, s *session, rec *sink.Record, err error) {
+	g := h.g
+	ctx := context.Background()
+	g.log.Error("sink append failed", "conn", s.conn.Conn, "client_id", cl.ID, "id", rec.ID, "error", err)
+	g.met.message(ctx, "mqtt", "sink_error")
+	s.refused.Add(1)
+	s.acks.drop()
+	if cl.Properties.ProtocolVersion == 5 {
+		_ = g.srv.DisconnectClient(cl, packets.ErrServerUnavailable)
+	} else {
+		cl.Stop(err)
+	}
+}
+
+// refusal is why a reading is refused: its outcome (the message counter's
+// label), the MQTT 5 reason code, the error, the policy rule that refused it
+// if one did, and whether an MQTT 3.1.1 client is disconnected for it at QoS
+// 1 and 2 (as brokers do for a topic they do not authorise) rather than left
+// without an acknowledgement.
+type refusal struct {
+	outcome string
+	code    packets.Code
+	err     error
+	rule    string
+	end311  bool
+}
+
+// refuse turns a rejected reading into MQTT: a PUBACK (PUBREC at QoS 2) with
+// the reason code for MQTT 5 at QoS 1 and 2; for MQTT 3.1.1, which has no
+// negative acknowledgement, nothing, or the end of the connection when
+// why.end311 says so; at QoS 0 nothing. A QoS 1 refusal takes its place in
+// the ackQueue (p) like any other answer.
+func (h *hook) refuse(ctx context.Context, cl *mqtt.Client, pk packets.Packet, s *session, p *pendingAck, why refusal) (packets.Packet, error) {
 	g := h.g
 	s.refused.Add(1)
-	g.met.message(ctx, "mqtt", outcome)
-	acked := cl.Properties.ProtocolVersion == 5 && pk.FixedHeader.Qos > 0
-	g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt reading refused",
-		slog.Uint64("conn", s.conn.Conn), slog.String("client_id", cl.ID), slog.String("client", s.prov.Client),
-		slog.String("topic", pk.TopicName), slog.Int("qos", int(pk.FixedHeader.Qos)), slog.String("outcome", outcome),
-		slog.String("error", err.Error()), slog.Bool("negative_ack", acked))
-	if acked {
-		return pk, code
+	g.met.message(ctx, "mqtt", why.outcome)
+	v5, qos := cl.Properties.ProtocolVersion == 5, pk.FixedHeader.Qos
+	acked := v5 && qos > 0
+	end := !v5 && qos > 0 && why.end311
+	answer := "none (MQTT 3.1.1 has no negative acknowledgement)"
+	switch {
+	case acked:
+		answer = fmt.Sprintf("PUBACK 0x%02x", why.code.Code)
+	case end:
+		answer = "disconnected (MQTT 3.1.1 has no negative acknowledgement)"
+	case qos == 0:
+		answer = "none (QoS 0)"
+	}
+	as := []slog.Attr{slog.String("topic", pk.TopicName), slog.Int("qos", int(qos)), slog.String("outcome", why.outcome)}
+	if why.rule != "" {
+		as = append(as, slog.String("rule", why.rule))
+	}
+	as = append(as, slog.String("error", why.err.Error()), slog.String("answer", answer))
+	g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt reading refused", s.refusal(as...)...)
+	if p != nil {
+		s.acks.answer(p, acked, why.code)
+	}
+	switch {
+	case end:
+		_ = g.srv.DisconnectClient(cl, why.code)
+	case acked && p == nil: // QoS 2: mochi writes the PUBREC
+		return pk, why.code
 	}
 	return pk, packets.ErrRejectPacket
 }
@@ -416,6 +568,25 @@ func (g *Gateway) onProxyReject(r proxyproto.Rejection) {
 	}
 	g.met.connection(ctx, "proxy_rejected", r.Reason.String())
 	g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt connection failed", slog.String("stage", "proxy"), slog.Any("rejection", r))
+}
+
+// onWSRefuse logs an upgrade request the WebSocket listener refused, with
+// clientip's layers as the middleware renders them: a cross-origin request
+// or a host the gateway does not answer to at WARN, a request that is not an
+// MQTT WebSocket upgrade (an ingress's health check, say) at DEBUG.
+func (g *Gateway) onWSRefuse(r ws.Refusal) {
+	ctx := context.Background()
+	level := slog.LevelWarn
+	if errors.Is(r.Err, ws.ErrNotUpgrade) || errors.Is(r.Err, ws.ErrNoSubprotocol) {
+		level = slog.LevelDebug
+	}
+	g.met.connection(ctx, "websocket_refused", r.Reason())
+	as := middleware.Attrs(r.Result, r.ResolveErr)
+	as = append(as, slog.String("stage", "websocket"), slog.String("transport", "websocket"))
+	as = append(as, headerOf(r.Facts).attrs()...)
+	as = append(as, slog.String("path", r.Path), slog.String("host", r.Host), slog.String("origin", r.Origin),
+		slog.Int("status", r.Status), slog.String("failure", r.Err.Error()))
+	g.log.LogAttrs(ctx, level, "mqtt connection failed", as...)
 }
 
 // onChainFailure logs a connection that failed in the TLS handshake or

@@ -56,7 +56,7 @@ func TestBadReadingsNeverReachTheSink(t *testing.T) {
 		}
 		c.Close()
 		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt reading refused", "client_id": id, "outcome": "invalid",
-			"error": "reading: payload is not valid JSON*", "client": "127.0.0.41"})
+			"error": "reading: payload is not valid JSON*", "clientip.client": "127.0.0.41"})
 	}
 	sum := e.summary(t)
 	assert.Zero(t, sum.Invalid)
@@ -118,7 +118,7 @@ func TestRateLimit(t *testing.T) {
 	}
 	assert.NotZero(t, refused, "five devices sharing one address at 20/s with a 60ms wait limit: something refused")
 	t.Logf("shared address: %d of 50 refused", refused)
-	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt reading refused", "outcome": "rate_limited", "client": "127.0.0.42"})
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt reading refused", "outcome": "rate_limited", "clientip.client": "127.0.0.42"})
 }
 
 // TestMasqueraded: under externalTrafficPolicy: Cluster the node's address
@@ -287,8 +287,8 @@ func TestTopicPolicy(t *testing.T) {
 			if tc.version == 5 && assert.ErrorAs(t, err, &pe) {
 				assert.EqualValues(t, 0x87, pe.Code, "PUBACK not authorized")
 			}
-			e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt topic refused", "client_id": tc.id, "rule": tc.rule,
-				"topic": tc.topic, "client": netip.MustParseAddrPort(tc.src).Addr().String()})
+			e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt reading refused", "outcome": "forbidden_topic", "client_id": tc.id,
+				"rule": tc.rule, "topic": tc.topic, "clientip.client": netip.MustParseAddrPort(tc.src).Addr().String()})
 		})
 	}
 	sum := e.summary(t)

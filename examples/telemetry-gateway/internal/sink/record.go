@@ -40,12 +40,24 @@ type Provenance struct {
 	// addresses.
 	ProxySource      string `json:"proxy_source,omitempty"`
 	ProxyDestination string `json:"proxy_destination,omitempty"`
-	// Header is the forwarding header the client came from (HTTP).
+	// Header is the forwarding header the client came from (HTTP, MQTT
+	// over WebSocket).
 	Header string `json:"header,omitempty"`
+	// Transport is "websocket" for MQTT over WebSocket, "" otherwise.
+	Transport string `json:"transport,omitempty"`
 	// TLSServerName is the SNI the client sent; TLSSubject its certificate's
 	// subject.
 	TLSServerName string `json:"tls_sni,omitempty"`
 	TLSSubject    string `json:"tls_subject,omitempty"`
+	// TLSTerminatedBy is the load balancer that terminated the client's TLS
+	// and reported it in the PROXY header (TLS at the load balancer), with
+	// the TLS version it reported and where the subject came from:
+	// "certificate" (forwarded, and verified by the gateway against its own
+	// client CA) or "cn" (the common name the load balancer reported). They
+	// are empty when the gateway terminated TLS itself.
+	TLSTerminatedBy string `json:"tls_terminated_by,omitempty"`
+	TLSVersion      string `json:"tls_version,omitempty"`
+	TLSIdentity     string `json:"tls_identity,omitempty"`
 	// ClientID is the MQTT client identifier; Conn the gateway's connection id.
 	ClientID string `json:"client_id,omitempty"`
 	Conn     uint64 `json:"conn,omitempty"`

@@ -69,18 +69,25 @@ func (m SyncMode) String() string {
 	return "fsync"
 }
 
-// Set implements flag.Value.
-func (m *SyncMode) Set(s string) error {
-	switch s {
+// MarshalText implements encoding.TextMarshaler with the names String
+// returns.
+func (m SyncMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler: "fsync" or "write".
+func (m *SyncMode) UnmarshalText(text []byte) error {
+	switch string(text) {
 	case "fsync":
 		*m = SyncFsync
 	case "write":
 		*m = SyncWrite
 	default:
-		return fmt.Errorf("sink: sync mode %q: want fsync or write", s)
+		return fmt.Errorf("sink: sync mode %q: want fsync or write", text)
 	}
 	return nil
 }
+
+// Set implements flag.Value, as UnmarshalText.
+func (m *SyncMode) Set(s string) error { return m.UnmarshalText([]byte(s)) }
 
 // Defaults for zero Config fields.
 const (
@@ -206,12 +213,14 @@ type request struct {
 	seq  uint64
 	key  string
 	line []byte
-	res  chan outcome
+	done func(Result, error) // nil: nobody waits (Enqueue)
 }
 
-type outcome struct {
-	dup bool
-	err error
+// answer tells the record's submitter what became of it.
+func (r *request) answer(dup bool, err error) {
+	if r.done != nil {
+		r.done(Result{Duplicate: dup}, err)
+	}
 }
 
 // Open opens (or creates) the file, cuts off a torn last line, rebuilds the
@@ -355,13 +364,29 @@ func (s *Sink) indexLine(line []byte) bool {
 // which. It blocks until the record's batch is committed, ctx is done (the
 // record may still be written), or the sink fails or is closed.
 func (s *Sink) Append(ctx context.Context, rec *Record) (Result, error) {
-	req, err := s.enqueue(ctx, rec)
-	if err != nil {
+	return Append(ctx, s, rec)
+}
+
+// Submitter takes records and answers each once it is durable: a Sink, or
+// another store with the same contract (see Sink.Submit).
+type Submitter interface {
+	Submit(ctx context.Context, rec *Record, done func(Result, error)) error
+}
+
+// Append submits rec to s and waits for the answer or for ctx (the record
+// may then still be stored).
+func Append(ctx context.Context, s Submitter, rec *Record) (Result, error) {
+	type outcome struct {
+		res Result
+		err error
+	}
+	ch := make(chan outcome, 1)
+	if err := s.Submit(ctx, rec, func(r Result, err error) { ch <- outcome{r, err} }); err != nil {
 		return Result{}, err
 	}
 	select {
-	case o := <-req.res:
-		return Result{Duplicate: o.dup}, o.err
+	case o := <-ch:
+		return o.res, o.err
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}
@@ -372,34 +397,44 @@ func (s *Sink) Append(ctx context.Context, rec *Record) (Result, error) {
 // cost no fsync wait. It blocks only while the queue is full, which slows the
 // sender down. It fails when the sink has failed or is closed.
 func (s *Sink) Enqueue(ctx context.Context, rec *Record) error {
-	_, err := s.enqueue(ctx, rec)
-	return err
+	return s.Submit(ctx, rec, nil)
 }
 
-func (s *Sink) enqueue(ctx context.Context, rec *Record) (*request, error) {
+// Submit queues rec for the next batch and returns without waiting for it
+// to be committed; done, unless nil, is called exactly once when it is:
+// with a nil error once the record is durable (Result.Duplicate when its id
+// already was), or with the error that kept it from being written. done runs
+// on the committing goroutine and must not block; it is how a caller
+// acknowledges many records without a goroutine waiting for each. Records
+// are answered batch by batch, a duplicate of a durable id before the rest
+// of its batch: a caller that must answer in order keeps its own order.
+// Close answers every record queued before it. Submit blocks only while the queue
+// is full, which slows the sender down; when it returns an error, done is
+// never called.
+func (s *Sink) Submit(ctx context.Context, rec *Record, done func(Result, error)) error {
 	if p := s.failed.Load(); p != nil {
-		return nil, *p
+		return *p
 	}
-	line, err := json.Marshal(rec)
+	line, err := rec.AppendJSON(make([]byte, 0, 512+len(rec.Payload)))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	line = append(line, '\n')
 	if len(line) > s.cfg.MaxLineBytes {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(line), s.cfg.MaxLineBytes)
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(line), s.cfg.MaxLineBytes)
 	}
 	dev := sender(rec.Device, rec.Provenance.TLSSubject)
-	req := &request{dev: dev, seq: rec.Seq, key: Key(dev, rec.Seq), line: line, res: make(chan outcome, 1)}
+	req := &request{dev: dev, seq: rec.Seq, key: Key(dev, rec.Seq), line: line, done: done}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	select {
 	case s.queue <- req:
-		return req, nil
+		return nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 
@@ -441,7 +476,7 @@ func (s *Sink) commitBatch(batch []*request, buf *bytes.Buffer, inBatch map[stri
 		switch {
 		case s.index.has(r.dev, r.seq):
 			s.duplicates.Add(1)
-			r.res <- outcome{dup: true}
+			r.answer(true, nil)
 		case inBatch[r.key] != nil:
 			s.duplicates.Add(1)
 			dupsOfPending = append(dupsOfPending, r)
@@ -463,11 +498,13 @@ func (s *Sink) commitBatch(batch []*request, buf *bytes.Buffer, inBatch map[stri
 		s.records.Add(uint64(n))
 		s.bytes.Add(uint64(buf.Len()))
 	}
-	for _, r := range inBatch {
-		r.res <- outcome{err: err}
+	for _, r := range batch {
+		if inBatch[r.key] == r {
+			r.answer(false, err)
+		}
 	}
 	for _, r := range dupsOfPending {
-		r.res <- outcome{dup: err == nil, err: err}
+		r.answer(err == nil, err)
 	}
 }
 

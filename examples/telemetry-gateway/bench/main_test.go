@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"testing"
+
+	"github.com/sourceip/sourceip/internal/e2e"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBenchSmall runs the benchmark command at a small size against the
+// gateway and the real mosquitto, so that the command in the README keeps
+// working; the figures themselves are not judged.
+func TestBenchSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	mosq := e2e.Require(t, "mosquitto")[0]
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"-rounds", "1", "-targets", "gateway,mosquitto", "-mosquitto", mosq,
+		"-conns", "2", "-inflight", "4", "-messages", "400", "-devices", "20", "-device-messages", "200", "-idle", "50"}, &out)
+	require.NoError(t, err, "%s", &out)
+	t.Logf("\n%s", &out)
+	for _, want := range []string{
+		`(?m)^window: 2 connections x 4 in flight, 400 readings$`,
+		`(?m)^devices: 20 connections x 1 in flight, 200 readings$`,
+		`(?m)^idle: 50 TLS connections`,
+		`(?m)^  gateway +\d+ +[\d.]+[µm]?s +[\d.]+[µm]?s`,
+		`(?m)^  mosquitto +\d+ +[\d.]+[µm]?s +[\d.]+[µm]?s`,
+		`(?m)^  gateway +-?[\d.]+ kB +-?[\d.]+ kB +-?[\d.]+ kB`,
+	} {
+		assert.Regexp(t, regexp.MustCompile(want), out.String())
+	}
+}

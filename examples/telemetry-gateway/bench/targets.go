@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// target is one broker under test, run as its own process so that its
+// memory is its own.
+type target struct {
+	name  string
+	proxy bool // the client sends a PROXY v2 header first (the gateway behind its load balancer)
+	start func(dir string, port int) (*process, error)
+}
+
+// process is a running broker.
+type process struct {
+	cmd    *exec.Cmd
+	addr   string // MQTT over TLS
+	admin  string // the gateway's admin address, for Go heap figures; "" for mosquitto
+	exited chan struct{}
+	out    *tail
+}
+
+// gatewayTarget runs the gateway binary with TLS and the sink as given,
+// behind a PROXY-protocol load balancer on loopback (the client plays it).
+func gatewayTarget(name, bin string, extra ...string) target {
+	return target{name: name, proxy: true, start: func(dir string, port int) (*process, error) {
+		adminPort, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		args := []string{
+			"-mqtt-addr", fmt.Sprintf("127.0.0.1:%d", port), "-http-addr", "", "-admin-addr", fmt.Sprintf("127.0.0.1:%d", adminPort),
+			"-tls-cert", filepath.Join(dir, "server.pem"), "-tls-key", filepath.Join(dir, "server.key"),
+			"-proxy-trusted", "127.1.0.0/16", "-log-level", "error", "-mochi-log-level", "off",
+		}
+		if !slices.Contains(extra, "-nats-url") {
+			sinkPath := filepath.Join(dir, name+".jsonl")
+			os.Remove(sinkPath) // a fresh file each run
+			args = append(args, "-sink", sinkPath, "-sink-min-free", "0")
+		}
+		args = append(args, extra...)
+		p, err := startProcess(bin, args, fmt.Sprintf("127.0.0.1:%d", port))
+		if p != nil {
+			p.admin = fmt.Sprintf("127.0.0.1:%d", adminPort)
+		}
+		return p, err
+	}}
+}
+
+// mosquittoTarget runs mosquitto with TLS and without persistence: it keeps
+// nothing on disk and acknowledges a QoS 1 message once it has read it.
+func mosquittoTarget(bin string) target {
+	return target{name: "mosquitto", start: func(dir string, port int) (*process, error) {
+		conf := filepath.Join(dir, "mosquitto.conf")
+		text := fmt.Sprintf(`listener %d 127.0.0.1
+certfile %s
+keyfile %s
+allow_anonymous true
+persistence false
+log_dest stderr
+log_type error
+max_connections -1
+`, port, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key"))
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+			return nil, err
+		}
+		return startProcess(bin, []string{"-c", conf}, fmt.Sprintf("127.0.0.1:%d", port))
+	}}
+}
+
+func startProcess(bin string, args []string, addr string) (*process, error) {
+	p := &process{cmd: exec.Command(bin, args...), addr: addr, exited: make(chan struct{}), out: &tail{}}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return p, nil
+		}
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("%s exited: %s", filepath.Base(bin), p.out)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("%s: not listening on %s after 20s: %s", filepath.Base(bin), addr, p.out)
+		}
+	}
+}
+
+// stop ends the process (SIGTERM, then SIGKILL after 10 seconds).
+func (p *process) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// memory is what a broker process holds: its resident set, and for the
+// gateway the Go heap in use and goroutine stacks (from its /metrics).
+type memory struct {
+	rss, heap, stacks int64
+}
+
+func (p *process) memory() (memory, error) {
+	var m memory
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return m, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			m.rss = kb << 10
+		}
+	}
+	if p.admin == "" {
+		return m, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.admin+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return m, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		f, _ := strconv.ParseFloat(value, 64)
+		switch name {
+		case "go_memstats_heap_inuse_bytes":
+			m.heap = int64(f)
+		case "go_memstats_stack_inuse_bytes":
+			m.stacks = int64(f)
+		}
+	}
+	if m.heap == 0 {
+		return m, errors.New("no go_memstats_heap_inuse_bytes in the gateway's /metrics")
+	}
+	return m, sc.Err()
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tail keeps the last 4 KiB a process printed, for error messages.
+type tail struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > 4096 {
+		t.b = t.b[len(t.b)-4096:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
+}
+
+var _ io.Writer = (*tail)(nil)

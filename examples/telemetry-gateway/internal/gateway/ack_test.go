@@ -1,0 +1,159 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/mqttload"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// reverseStore answers records in groups of n, newest first: the opposite of
+// the order a device sent them in. It stores nothing.
+type reverseStore struct {
+	n         int
+	mu        sync.Mutex
+	q         []func(sink.Result, error)
+	submitted atomic.Int64
+}
+
+func (r *reverseStore) Submit(_ context.Context, _ *sink.Record, done func(sink.Result, error)) error {
+	r.submitted.Add(1)
+	if done == nil {
+		return nil
+	}
+	r.mu.Lock()
+	r.q = append(r.q, done)
+	var batch []func(sink.Result, error)
+	if len(r.q) == r.n {
+		batch, r.q = r.q, nil
+	}
+	r.mu.Unlock()
+	go func() { // answered off the caller's goroutine, as a real store does
+		for _, d := range slices.Backward(batch) {
+			d(sink.Result{}, nil)
+		}
+	}()
+	return nil
+}
+func (r *reverseStore) Healthy() error    { return nil }
+func (r *reverseStore) Stats() sink.Stats { return sink.Stats{} }
+func (r *reverseStore) Close() error      { return nil }
+
+// TestAcksInPublishOrder pins MQTT 3.1.1 §4.6 and MQTT 5 §4.6: PUBACKs go
+// out in the order of the PUBLISH packets, although the gateway writes them
+// itself once readings are durable and the store answers in any order. A
+// refused reading keeps its place (MQTT 5: a negative PUBACK there; 3.1.1:
+// none), and a retransmission of an id still waiting gets no second PUBACK.
+func TestAcksInPublishOrder(t *testing.T) {
+	for _, version := range []byte{4, 5} {
+		t.Run(fmt.Sprintf("mqtt%d", version), func(t *testing.T) {
+			e := start(t, func(c *Config) { c.Store = &reverseStore{n: 8} })
+			id := fmt.Sprintf("order%d", version)
+			tc, err := device.Dial(t.Context(), e.device(id, version, 2, "127.0.0.41:4000"))
+			require.NoError(t, err)
+			c, err := mqttload.Handshake(tc, id, version, 30)
+			require.NoError(t, err)
+			defer c.Close()
+
+			var buf []byte
+			var want []uint16
+			n := 34
+			if version == 5 {
+				n++ // the forbidden topic never reaches the store
+			}
+			for i := range n {
+				pid := uint16(i + 1)
+				payload := device.Reading(id, uint64(i), 20)
+				topic := "telemetry/" + id
+				switch i {
+				case 5:
+					payload = []byte(`{"device":"someone-else","seq":5}`)
+				case 9: // the same packet id again while it waits
+					pid = 9
+				case 12: // a forbidden topic (MQTT 3.1.1 would be disconnected)
+					if version == 5 {
+						topic = "elsewhere/" + id
+					}
+				}
+				buf = c.AppendPublish(buf, topic, pid, 1, payload)
+				if i != 9 && (i != 5 || version == 5) {
+					want = append(want, pid)
+				}
+			}
+			// 34 sent, one refused and one retransmitted (35 and two refused
+			// with MQTT 5): 32 answered by the store, in four groups of 8.
+			require.NoError(t, c.Write(buf))
+			var got []uint16
+			codes := map[uint16]byte{}
+			require.NoError(t, tc.SetReadDeadline(time.Now().Add(5*time.Second)))
+			for range want {
+				pid, code, err := c.ReadAck()
+				require.NoError(t, err, "after %v", got)
+				got = append(got, pid)
+				codes[pid] = code
+			}
+			assert.Equal(t, want, got, "PUBACKs in PUBLISH order")
+			if version == 5 {
+				assert.EqualValues(t, 0x87, codes[6], "the refused reading's negative PUBACK, in its place")
+				assert.EqualValues(t, 0x87, codes[13], "the forbidden topic's negative PUBACK, in its place, not ahead of the readings before it")
+			}
+		})
+	}
+}
+
+// TestReceiveMaximum: mochi counts only the acknowledgements it writes
+// itself, so the gateway enforces the receive maximum it announces: a MQTT 5
+// client with more QoS 1 readings waiting is disconnected with 0x93
+// (MQTT 5 §3.3.4), as mochi would.
+func TestReceiveMaximum(t *testing.T) {
+	e := start(t, func(c *Config) { c.Store, c.ReceiveMaximum = &reverseStore{n: 1000}, 4 })
+	tc, err := device.Dial(t.Context(), e.device("rm5", 5, 2, "127.0.0.42:4000"))
+	require.NoError(t, err)
+	c, err := mqttload.Handshake(tc, "rm5", 5, 30)
+	require.NoError(t, err)
+	defer c.Close()
+	var buf []byte
+	for i := range 5 {
+		buf = c.AppendPublish(buf, "telemetry/rm5", uint16(i+1), 1, device.Reading("rm5", uint64(i), 20))
+	}
+	require.NoError(t, c.Write(buf))
+	require.NoError(t, tc.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, code, err := c.ReadAck()
+	require.ErrorIs(t, err, mqttload.ErrProtocol, "no PUBACK before the DISCONNECT: nothing was answered")
+	assert.EqualValues(t, 0x93, code, "receive maximum exceeded")
+}
+
+// TestShutdownWithAFullQueue: a MQTT 3.1.1 client whose readings fill the
+// receive maximum waits in the read loop for room; at shutdown that wait ends
+// (the store may answer only after mochi has stopped every client, and mochi
+// waits for every read loop), and the gateway stops in time.
+func TestShutdownWithAFullQueue(t *testing.T) {
+	store := &reverseStore{n: 1000}
+	e := start(t, func(c *Config) { c.Store, c.ReceiveMaximum = store, 4 })
+	tc, err := device.Dial(t.Context(), e.device("full3", 4, 2, "127.0.0.43:4000"))
+	require.NoError(t, err)
+	c, err := mqttload.Handshake(tc, "full3", 4, 30)
+	require.NoError(t, err)
+	defer c.Close()
+	var buf []byte
+	for i := range 6 {
+		buf = c.AppendPublish(buf, "telemetry/full3", uint16(i+1), 1, device.Reading("full3", uint64(i), 20))
+	}
+	require.NoError(t, c.Write(buf))
+	require.Eventually(t, func() bool { return store.submitted.Load() == 4 }, 5*time.Second, time.Millisecond,
+		"four readings waiting, the fifth waits for room")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	require.NoError(t, e.g.Shutdown(ctx, 0))
+	t.Logf("stopped in %v", time.Since(start))
+}

@@ -1,0 +1,104 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/natstest"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMsgID(t *testing.T) {
+	assert.Equal(t, "d7/123", MsgID("d7", 123, ""))
+	withCert := MsgID("d7", 123, "CN=d7")
+	assert.Regexp(t, `^d7/123/[0-9a-f]{32}$`, withCert)
+	assert.NotEqual(t, withCert, MsgID("d7", 123, "CN=d7,O=other"), "another certificate is another sender")
+}
+
+// TestSinkOnR3Stream: records go to an R3 stream on a real three-node
+// cluster with their provenance; a redelivery (same sender, device and seq)
+// is answered as a duplicate and stored once; a reading forged under a
+// certificate-bound device's name is another sender and stored beside it.
+func TestSinkOnR3Stream(t *testing.T) {
+	c := natstest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, Config{URL: c.URL(), Stream: "TELEMETRY", Subject: "telemetry", Replicas: 3})
+	require.NoError(t, err)
+
+	rec := func(dev string, seq uint64, subject string) *sink.Record {
+		return &sink.Record{ID: sink.Key(dev, seq), Device: dev, Seq: seq, Protocol: "mqtt", Payload: json.RawMessage(`{"device":"` + dev + `"}`),
+			Provenance: sink.Provenance{Client: "198.51.100.7", Source: "proxy-protocol", Via: "127.0.0.200", Peer: "127.0.0.200:4000",
+				ProxySource: "198.51.100.7:5000", TLSSubject: subject, ClientID: dev, Conn: 3}}
+	}
+	type answer struct {
+		res sink.Result
+		err error
+	}
+	submit := func(r *sink.Record) answer {
+		ch := make(chan answer, 1)
+		require.NoError(t, s.Submit(ctx, r, func(res sink.Result, err error) { ch <- answer{res, err} }))
+		select {
+		case a := <-ch:
+			return a
+		case <-ctx.Done():
+			require.FailNow(t, "no answer")
+			return answer{}
+		}
+	}
+	assert.Equal(t, answer{}, submit(rec("d1", 1, "")))
+	assert.Equal(t, answer{res: sink.Result{Duplicate: true}}, submit(rec("d1", 1, "")), "redelivery")
+	assert.Equal(t, answer{}, submit(rec("d1", 2, "")))
+	assert.Equal(t, answer{}, submit(rec("d3", 1, "CN=d3")))
+	assert.Equal(t, answer{}, submit(rec("d3", 1, "")), "forged: another sender")
+	require.NoError(t, s.Submit(ctx, rec("d4", 1, ""), nil), "QoS 0: nobody waits")
+	require.NoError(t, s.Healthy())
+	require.NoError(t, s.Close())
+	st := s.Stats()
+	assert.EqualValues(t, 5, st.Records)
+	assert.EqualValues(t, 1, st.Duplicates)
+
+	nc, err := nats.Connect(c.URL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	stream, err := js.Stream(ctx, "TELEMETRY")
+	require.NoError(t, err)
+	info, err := stream.Info(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, info.Config.Replicas)
+	assert.EqualValues(t, 5, info.State.Msgs)
+	m, err := stream.GetMsg(ctx, 1)
+	require.NoError(t, err)
+	assert.Equal(t, "telemetry.d1", m.Subject)
+	assert.Equal(t, "d1/1", m.Header.Get(natsjs.MsgIDHeader))
+	var got sink.Record
+	require.NoError(t, json.Unmarshal(m.Data, &got))
+	assert.Equal(t, *rec("d1", 1, ""), got, "the record with its provenance")
+
+	assert.ErrorIs(t, s.Submit(ctx, rec("d1", 3, ""), nil), ErrClosed)
+}
+
+// TestOpenRefuses: a missing stream (unless told to create it), and a
+// stream that does not capture the readings' subjects (they would be stored
+// elsewhere, or nowhere, and acknowledged anyway).
+func TestOpenRefuses(t *testing.T) {
+	c := natstest.StartCluster(t, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := Open(ctx, Config{URL: c.URL(), Stream: "MISSING", Subject: "telemetry"})
+	assert.ErrorIs(t, err, natsjs.ErrStreamNotFound, "no stream and no Replicas to create it")
+
+	other, err := Open(ctx, Config{URL: c.URL(), Stream: "OTHER", Subject: "other", Replicas: 1})
+	require.NoError(t, err)
+	defer other.Close()
+	_, err = Open(ctx, Config{URL: c.URL(), Stream: "OTHER", Subject: "telemetry"})
+	assert.ErrorIs(t, err, ErrWrongStream)
+}

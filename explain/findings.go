@@ -1,0 +1,135 @@
+package explain
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/sourceip/sourceip/clientip"
+)
+
+// judge adds the findings behind adv: what each peer looks like, which
+// header the proxies write, and the dangers of the configuration in force.
+// deepTrust counts the resolutions that stepped over a header entry and
+// found every hop trusted.
+func (a *Advisor) judge(adv *Advice, stats []peerStats, rv *clientip.Resolver, deepTrust uint64) {
+	cur := rv.Config()
+	add := func(k FindingKind, s Severity, peer netip.Addr, format string, args ...any) {
+		adv.Findings = append(adv.Findings, Finding{Kind: k, Severity: s, Peer: peer, Text: fmt.Sprintf(format, args...)})
+	}
+	pct := func(k, n uint64) string { return fmt.Sprintf("%.0f%%", 100*share(k, n)) }
+
+	if adv.Sampled < minSamples {
+		add(FindingFewSamples, SeverityWarning, netip.Addr{}, "the advice rests on %d sampled requests: watch longer before trusting it", adv.Sampled)
+	}
+	if adv.EvictedPeers > 0 {
+		add(FindingFewSamples, SeverityInfo, netip.Addr{}, "%d peers lost their place in the table of %d: rare peers are not all listed (raise MaxPeers)", adv.EvictedPeers, a.cfg.MaxPeers)
+	}
+
+	var direct, total uint64
+	var proxyHeaders [len(forwardingHeaders)]uint64
+	var proxyRequests uint64
+	for i := range stats {
+		p := &stats[i]
+		total += p.n
+		role := a.role(p)
+		trusted := rv.TrustsPeer(p.addr)
+		switch role {
+		case "proxy":
+			proxyRequests += p.n
+			for j, n := range p.headers {
+				proxyHeaders[j] += n
+			}
+			what := "PROXY headers"
+			if share(p.proxy, p.n) < mostly {
+				what = "forwarding headers"
+			}
+			add(FindingProxy, SeverityInfo, p.addr, "%s looks like a proxy: %s in %s of its %d requests, about %d distinct clients behind it", p.addr, what, pct(p.n-p.none, p.n), p.n, p.clients())
+			if d := p.usualDepth(); d > 1 {
+				add(FindingDepth, SeverityInfo, p.addr, "%s usually sends %d entries: another proxy layer is in front of it (the proposal trusts it when its addresses are few and known, or when they are a platform's published ranges)", p.addr, d)
+			}
+			if share(p.headers[headerIndex("Cloudfront-Viewer-Address")], p.n) > 0 {
+				add(FindingHeaderFormat, SeverityInfo, p.addr, "%s sends CloudFront-Viewer-Address, which writes an IPv6 viewer with its port and no brackets (2001:db8::1:443 is itself an address): read X-Forwarded-For instead", p.addr)
+			}
+		case "direct":
+			direct += p.n
+		case "unclear":
+			add(FindingUnclear, SeverityWarning, p.addr, "%s sends forwarding headers in %s of its %d requests, but only about %d distinct clients are behind it: a client that forges them, or a proxy seen too little; the proposal does not trust it", p.addr, pct(p.n-p.none, p.n), p.n, p.clients())
+		case "node":
+			add(FindingNodeSNAT, SeverityWarning, p.addr, "node %s delivers %d requests without a PROXY or forwarding header: kube-proxy masquerades them (externalTrafficPolicy: Cluster) and the clients are lost; the proposal flags the nodes in Masquerade, and externalTrafficPolicy: Local or a PROXY header keeps the clients", p.addr, p.n)
+		}
+
+		// Dangers of the configuration in force.
+		if trusted && role != "node" && p.none > 0 {
+			s := SeverityWarning
+			if share(p.none, p.n) >= dangerShare {
+				s = SeverityDanger
+			}
+			add(FindingTrustedWithoutHeaders, s, p.addr, "%s is trusted, yet %d of its %d requests (%s) carried no forwarding header and no PROXY header: if it is a client and not a proxy, it can send a header of its own and be believed; unless those are its own requests (health checks), stop trusting it", p.addr, p.none, p.n, pct(p.none, p.n))
+		}
+		if p.leftmost > 0 {
+			add(FindingLeftmost, SeverityDanger, p.addr, "%d requests from %s were answered with the leftmost entry of a header longer than it usually sends: the walk stepped over an entry a client wrote, so the trusted set contains clients (a leftmost-entry configuration)", p.leftmost, p.addr)
+		}
+	}
+	if direct > 0 {
+		add(FindingDirect, SeverityInfo, netip.Addr{}, "%s of requests (%d) arrive directly, from peers that send no forwarding or PROXY header: they are their own clients", pct(direct, total), direct)
+	}
+	if proxyRequests > 0 {
+		var names []string
+		for j, n := range proxyHeaders {
+			if share(n, proxyRequests) >= mostly {
+				names = append(names, displayName(forwardingHeaders[j]))
+			}
+		}
+		if len(names) > 0 {
+			add(FindingHeader, SeverityInfo, netip.Addr{}, "the proxies write %s", strings.Join(names, " and "))
+		} else {
+			add(FindingHeader, SeverityInfo, netip.Addr{}, "the proxies write no forwarding header consistently")
+		}
+	}
+	if adv.Preset != "" {
+		for _, p := range a.presets {
+			if p.name == adv.Preset {
+				add(FindingPreset, SeverityInfo, netip.Addr{}, "the proxies are %s's edge, or sit behind it: its published ranges (snapshot of %s) fit; preset %q", p.title, p.date.Format("2006-01-02"), p.name)
+			}
+		}
+	}
+
+	// The configured header never arrives from a trusted peer.
+	if cur.Header != "" {
+		var fromTrusted, carried uint64
+		for i := range stats {
+			p := &stats[i]
+			if !rv.TrustsPeer(p.addr) {
+				continue
+			}
+			fromTrusted += p.n
+			if j := headerIndex(cur.Header); j >= 0 {
+				carried += p.headers[j]
+			} else {
+				carried += p.other
+			}
+		}
+		if fromTrusted > 0 && carried == 0 {
+			add(FindingHeaderNeverWritten, SeverityDanger, netip.Addr{}, "the configuration reads %s, which none of the %d requests from trusted peers carried: the proxies do not write it, so no client behind them is named, and whoever reaches a trusted peer without passing through a proxy that overwrites it can supply it", displayName(cur.Header), fromTrusted)
+		}
+	}
+
+	// A trusted set so wide that it contains clients.
+	for _, p := range cur.TrustedProxies.Prefixes() {
+		wide := p.Addr().Is4() && p.Bits() < wideV4 || p.Addr().Is6() && p.Bits() < wideV6
+		if wide && !a.internal.Contains(p.Addr()) && a.presetOf(p.Addr()) < 0 {
+			add(FindingTooWide, SeverityDanger, netip.Addr{}, "TrustedProxies holds %s, public address space wider than any proxy fleet: clients inside it are believed about any address", p)
+		}
+	}
+	if n := deepTrust; n > 0 {
+		s := SeverityWarning
+		if share(n, adv.Sampled) >= dangerShare {
+			s = SeverityDanger
+		}
+		add(FindingTooWide, s, netip.Addr{}, "in %d of %d requests (%s) every header entry was a trusted address: the trusted set contains their clients, or internal callers reach the service through the proxies", n, adv.Sampled, pct(n, adv.Sampled))
+	}
+	if cur.TrustedHops > 0 && cur.TrustedProxies.Len() == 0 && direct > 0 {
+		add(FindingTrustedWithoutHeaders, SeverityDanger, netip.Addr{}, "hop-count mode without TrustedProxies trusts every socket peer, and %d requests arrive directly: their clients choose the address the walk returns", direct)
+	}
+}
