@@ -80,7 +80,7 @@ func HoldRequest(req *http.Request, trust Trust) Held {
 				h.Err = errNoTrustTransport
 				return h
 			}
-			ci, r = v, v.resolver()
+			ci, r = v, v.trust.Resolver()
 		default:
 			h.Result, h.Err = FromRequest(req) // a stored Result, or no trust
 			return h
@@ -122,7 +122,7 @@ func HoldRequest(req *http.Request, trust Trust) Held {
 // request walk the chain again. Call it when the handlers the middleware
 // runs have returned. It is safe to call on any Held, more than once.
 func (h Held) Release() {
-	if h.slot == nil {
+	if h.slot == nil || h.slot.state.CompareAndSwap(h.req, nil) {
 		return
 	}
 	for {
