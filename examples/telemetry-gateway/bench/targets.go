@@ -23,7 +23,8 @@ import (
 // memory is its own.
 type target struct {
 	name  string
-	proxy bool // the client sends a PROXY v2 header first (the gateway behind its load balancer)
+	proxy bool     // the client sends a PROXY v2 header first (the gateway behind its load balancer)
+	args  []string // a gateway's own flags (nil for mosquitto)
 	start func(dir string, port int) (*process, error)
 }
 
@@ -39,7 +40,7 @@ type process struct {
 // gatewayTarget runs the gateway binary with TLS and the sink as given,
 // behind a PROXY-protocol load balancer on loopback (the client plays it).
 func gatewayTarget(name, bin string, extra ...string) target {
-	return target{name: name, proxy: true, start: func(dir string, port int) (*process, error) {
+	return target{name: name, proxy: true, args: extra, start: func(dir string, port int) (*process, error) {
 		adminPort, err := freePort()
 		if err != nil {
 			return nil, err
