@@ -225,16 +225,16 @@ func runThroughput(ctx context.Context, out io.Writer, c client, targets []targe
 			res[t.name] = append(res[t.name], got)
 		}
 	}
-	fmt.Fprintf(out, "  %-18s %12s %10s %10s   %s\n", "broker", "msgs/s", "p50", "p99", "msgs/s of each round")
+	fmt.Fprintf(out, "  %-18s %12s %10s %10s %9s   %s\n", "broker", "msgs/s", "p50", "p99", "CPU/msg", "msgs/s of each round")
 	for _, t := range targets {
 		rs := res[t.name]
 		each := make([]string, len(rs))
 		for i, r := range rs {
 			each[i] = fmt.Sprintf("%.0f", r.rate())
 		}
-		fmt.Fprintf(out, "  %-18s %12.0f %10s %10s   %s\n", t.name,
+		fmt.Fprintf(out, "  %-18s %12.0f %10s %10s %7.1fµs   %s\n", t.name,
 			median(rs, throughput.rate), durMedian(rs, func(r throughput) time.Duration { return r.p50 }),
-			durMedian(rs, func(r throughput) time.Duration { return r.p99 }), strings.Join(each, " "))
+			durMedian(rs, func(r throughput) time.Duration { return r.p99 }), median(rs, throughput.cpuPerMsg), strings.Join(each, " "))
 	}
 	for _, t := range targets {
 		a, ok := strings.CutSuffix(t.name, "@b")
@@ -242,14 +242,19 @@ func runThroughput(ctx context.Context, out io.Writer, c client, targets []targe
 			continue
 		}
 		as, bs := res[a], res[t.name]
-		ratios := make([]float64, len(bs))
-		each := make([]string, len(bs))
-		for i := range bs {
-			ratios[i] = bs[i].rate() / as[i].rate()
-			each[i] = fmt.Sprintf("%.2f", ratios[i])
+		for _, m := range []struct {
+			what string
+			f    func(throughput) float64
+		}{{"msgs/s", throughput.rate}, {"CPU/msg", throughput.cpuPerMsg}} {
+			ratios := make([]float64, len(bs))
+			each := make([]string, len(bs))
+			for i := range bs {
+				ratios[i] = m.f(bs[i]) / m.f(as[i])
+				each[i] = fmt.Sprintf("%.2f", ratios[i])
+			}
+			fmt.Fprintf(out, "  %s / %s, %s paired by round: median %.2f   %s\n", t.name, a, m.what,
+				median(ratios, func(x float64) float64 { return x }), strings.Join(each, " "))
 		}
-		fmt.Fprintf(out, "  %s / %s, paired by round: median %.2f   %s\n", t.name, a,
-			median(ratios, func(x float64) float64 { return x }), strings.Join(each, " "))
 	}
 	return nil
 }
