@@ -10,6 +10,11 @@ func (k *ctxKey) String() string { return k.name }
 var (
 	resultCtxKey    = &ctxKey{"clientip.Result"}
 	transportCtxKey = &ctxKey{"clientip.Transport"}
+
+	// clientCtxKey is answered by every carrier of this package, so that
+	// one lookup finds the nearest of a stored Result and a connection's
+	// node (see FromRequest).
+	clientCtxKey = &ctxKey{"clientip.client"}
 )
 
 // carrier is a context node that carries one value in one allocation: Value
@@ -22,7 +27,7 @@ type carrier[T any] struct {
 }
 
 func (c *carrier[T]) Value(key any) any {
-	if key == c.key {
+	if key == c.key || key == clientCtxKey {
 		return &c.v
 	}
 	return c.Context.Value(key)
@@ -58,13 +63,19 @@ func FromContext(ctx context.Context) (Result, bool) {
 
 // NewTransportContext returns a copy of ctx that carries t, for connection
 // wrappers that hand a connection's layers to per-request code (see
-// [Resolver.ResolveRequest]). It allocates once.
+// [Resolver.ResolveRequest]). It carries no [Trust]: [FromRequest] refuses
+// requests on it with [ErrNoTrust]; [NewConnContext] carries both. It
+// allocates once.
 func NewTransportContext(ctx context.Context, t Transport) context.Context {
-	return &carrier[Transport]{ctx, transportCtxKey, t}
+	return &carrier[connInfo]{ctx, transportCtxKey, connInfo{t: t}}
 }
 
 // TransportFromContext returns the Transport stored in ctx by
-// [NewTransportContext], if any. It does not allocate.
+// [NewTransportContext] or [NewConnContext], if any. It does not allocate.
 func TransportFromContext(ctx context.Context) (Transport, bool) {
-	return fromCarrier[Transport](ctx, transportCtxKey)
+	ci, ok := ctx.Value(transportCtxKey).(*connInfo)
+	if !ok {
+		return Transport{}, false
+	}
+	return ci.t, true
 }

@@ -41,6 +41,19 @@
 // side by side. Every change is logged as one line with its diff ([Change]):
 // prefixes added and removed, the header, hop counts, limits.
 //
+// # HTTP requests
+//
+// [Resolver.ResolveRequest] resolves an *http.Request, reading the socket
+// peer from r.RemoteAddr. A server that resolves on demand attaches the trust
+// and the connection's layers once per connection instead ([NewConnContext];
+// the middleware package's ConnContext is the http.Server.ConnContext that
+// does it, PROXY layer included), and [FromRequest] then resolves a request
+// with one context lookup and no parse: a direct client's answer is computed
+// once per connection, and a middleware that judged the request holds its
+// resolution for the handlers it runs ([HoldRequest]). A request whose
+// context carries no trust is refused with [ErrNoTrust], never resolved
+// under a guess.
+//
 // # Threat model
 //
 // Anyone can send any header, and anyone who can reach a PROXY-protocol port

@@ -2,6 +2,7 @@ package clientip
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -63,6 +64,14 @@ var (
 	// returned bare, not in a [*ChainError].
 	ErrMasqueraded = errors.New("clientip: address is a masquerading node")
 
+	// ErrNoTrust means [FromRequest] found neither a stored Result nor a
+	// Trust in the request's context: the server's ConnContext does not
+	// attach one (see [NewConnContext]). The request is refused rather than
+	// resolved under a guess. Unlike the errors above it is not a
+	// resolution failure of a chain but of the server's wiring, and has no
+	// [Reason].
+	ErrNoTrust = errors.New("clientip: the request's connection carries no trust (set http.Server.ConnContext)")
+
 	// ErrOriginMalformed means an origin value is outside the syntax
 	// [OriginReader] accepts: a scheme other than http or https, a host that
 	// is not a DNS-style name, an IPv4 address or a bracketed IPv6 address,
@@ -93,6 +102,12 @@ var (
 	// ErrInvalidConfig is wrapped by errors from [New] and the package's other
 	// constructors.
 	ErrInvalidConfig = errors.New("clientip: invalid configuration")
+)
+
+// Errors that wrap ErrNoTrust, built once.
+var (
+	errNoTrustTransport = fmt.Errorf("%w: its context holds only a Transport, as proxyproto.ConnContext stores it; use a ConnContext that attaches the trust too", ErrNoTrust)
+	errNilResolver      = fmt.Errorf("%w: the Trust returned a nil resolver", ErrNoTrust)
 )
 
 // ChainError reports where resolution failed. It wraps one of the sentinel

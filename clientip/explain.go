@@ -168,7 +168,7 @@ func (r *Resolver) ExplainRequest(req *http.Request) Explanation {
 
 func (r *Resolver) explain(h http.Header, run func(*Resolver, *Result) error) Explanation {
 	rc := *r
-	rc.trace, rc.quads = new(trace), false
+	rc.trace, rc.quads, rc.quads6 = new(trace), false, false
 	var x Explanation
 	x.Err = run(&rc, &x.Result)
 	x.Steps, x.Omitted = r.steps(x.Result, x.Err, rc.trace.steps, h)

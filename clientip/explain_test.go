@@ -55,7 +55,7 @@ func checkExplain(t *testing.T, cfg Config, tr Transport, h http.Header) {
 
 	// Every entry the walk read is listed as the walk read it, in order.
 	rc := *r
-	rc.trace, rc.quads = new(trace), false
+	rc.trace, rc.quads, rc.quads6 = new(trace), false, false
 	rc.Resolve(tr, h)
 	k := 0
 	for _, s := range x.Steps {

@@ -11,6 +11,7 @@ import (
 
 // fuzzSeeds are header values from the table tests and a few hostile shapes.
 var fuzzSeeds = []string{
+	"2001:db8:9::1, 2001:db8:1:ffff::2, 2001:db8:2:3::5", "2001:db8:1::, 2001:db8:2:3::6, ::ffff:10.0.0.2",
 	"198.51.100.7", "6.6.6.6, 198.51.100.7, 10.0.0.2", " ,\t198.51.100.7\t , ,, 10.0.0.2 ,",
 	"198.51.100.7:8080", "[2001:db8::7]:443", "2001:db8::7", "::ffff:10.0.0.2", "fd00::2%eth0",
 	"010.0.0.1", "0x0a.0.0.1", "198.51.100.0/24", "evil.example", "198.51.100.7\x00", "0.0.0.0", "::",
@@ -35,6 +36,7 @@ var fuzzConfigs = []Config{
 	{TrustedProxies: private10, MaxHops: 3},
 	{TrustedProxies: private10, TrustUnixSocket: true, Masquerade: MustParsePrefixSet("192.0.2.0/24, 2001:db8::/64")},
 	{TrustedProxies: private10, Masquerade: MustParsePrefixSet("10.0.0.0/16, 198.51.100.0/24")},
+	{TrustedProxies: MustParsePrefixSet("10.0.0.0/8, 2001:db8:1::/48, 2001:db8:2:3::5/128, fd00::/8")},
 }
 
 var fuzzTransports = []Transport{
@@ -241,5 +243,39 @@ func FuzzParseIPv4(f *testing.F) {
 			require.Equal(t, wn, n, "parseIPv4(%q) length", s)
 		}
 		require.Equal(t, []any{a, n, ok}, []any{ab, nb, okb}, "parseIPv4([]byte(%q))", s)
+	})
+}
+
+// FuzzBack6 checks walkXFF's backward IPv6 reader against parseListAddr on
+// the line's last element: when back6 accepts it, parseListAddr reads the
+// same address, and when the element is plain IPv6 text (hex fields and
+// colons only) that parseListAddr accepts, back6 accepts it too.
+func FuzzBack6(f *testing.F) {
+	for _, s := range []string{"::", "::1", "1::", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::2:3:4:5:6:7:8",
+		"1:2:3:4:5:6:7:8:9", "1::2::3", ":::", "1:::2", ":1", "1:", "12345::", "0001::", "::ffff:c000:201",
+		"2001:db8::7, fd00::2", " fd00::3 ", "6.6.6.6,\t::1", "::ffff:1.2.3.4", "[::1]:80", "fe80::1%eth0",
+		"1 :2", "::1 ::2", "abcd:EF01::", "", ",", "1.2.3.4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, l string) {
+		hi, lo, j := back6(l, len(l))
+		a := addrFrom128(hi, lo).Unmap()
+		last := l[strings.LastIndexByte(l, ',')+1:]
+		e := trimOWS(last)
+		if j >= -1 {
+			require.Equal(t, len(l)-len(last)-1, j, "back6(%q) stops at the wrong place", l)
+			want, why := parseListAddr(e)
+			if why == ReasonUnspecified {
+				require.True(t, a.IsUnspecified(), "back6(%q) = %v; parseListAddr: unspecified", l, a)
+				return
+			}
+			require.Equal(t, ReasonNone, why, "back6(%q) = %v; parseListAddr refuses %q", l, a, e)
+			require.Equal(t, want, a, "back6(%q)", l)
+			return
+		}
+		if e != "" && strings.Trim(e, "0123456789abcdefABCDEF:") == "" {
+			_, why := parseListAddr(e)
+			require.NotEqual(t, ReasonNone, why, "back6(%q) refuses %q, which parseListAddr reads", l, e)
+		}
 	})
 }

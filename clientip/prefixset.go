@@ -189,8 +189,8 @@ func (s PrefixSet) Contains(a netip.Addr) bool {
 	if a.Is4() {
 		return s.contains4(as4(a))
 	}
-	if a.Is6() {
-		return s.v6 != nil && s.v6.contains16(a.As16())
+	if a.Is6() && s.v6 != nil {
+		return s.v6.contains6(halves(a))
 	}
 	return false
 }
@@ -201,7 +201,7 @@ func (s *PrefixSet) containsCanon(a netip.Addr) bool {
 	if a.Is4() {
 		return s.contains4(as4(a))
 	}
-	return s.v6 != nil && a.Is6() && s.v6.contains16(a.As16())
+	return s.v6 != nil && a.Is6() && s.v6.contains6(halves(a))
 }
 
 // contains4 reports whether the IPv4 address ip (in host order) is in the set.

@@ -115,9 +115,10 @@ type Resolver struct {
 	maxBytes  int
 
 	// quads is trusted-range mode with IPv4 prefixes to trust: walkXFF then
-	// tests trust on a dotted quad's integer. Explain's copy turns it off,
-	// for its trace needs every entry.
-	quads bool
+	// tests trust on a dotted quad's integer; quads6 the same with IPv6
+	// prefixes, on plain IPv6 entries' 64-bit halves. Explain's copy turns
+	// both off, for its trace needs every entry.
+	quads, quads6 bool
 
 	// trace, when not nil, records each header entry the walk reads. Only
 	// Explain sets it, on a copy of the Resolver of its own.
@@ -180,6 +181,7 @@ func New(cfg Config) (*Resolver, error) {
 		}
 	}
 	r.quads = r.hops == 0 && r.trusted.v4 != nil
+	r.quads6 = r.hops == 0 && r.trusted.v6 != nil
 	r.cfg = cfg
 	r.cfg.Header, r.cfg.MaxHops, r.cfg.MaxHeaderBytes = r.header, r.maxHops, r.maxBytes
 	return r, nil
@@ -236,9 +238,12 @@ func (r *Resolver) resolve(res *Result, t *Transport, h http.Header) error {
 }
 
 // ResolveRequest resolves the client of an HTTP request. The transport is
-// the one a connection wrapper stored with [NewTransportContext] (the proxyproto
-// package's ConnContext helper does so, keeping the PROXY layer apart from the
-// load balancer's socket address); otherwise it is parsed from req.RemoteAddr.
+// the one a connection wrapper stored with [NewConnContext] or
+// [NewTransportContext] (the middleware and proxyproto packages' ConnContext
+// helpers do so, keeping the PROXY layer apart from the load balancer's
+// socket address), found with one context lookup; otherwise it is parsed
+// from req.RemoteAddr. The trust is r's, whatever Trust the connection
+// carries: [FromRequest] is the form that resolves under the connection's.
 // A peer on a Unix-domain listener (http.LocalAddrContextKey) has no IP
 // address whatever RemoteAddr says, since that is the path the client bound
 // its socket to and may read "127.0.0.1:9". ResolveRequest never modifies req.
@@ -250,23 +255,24 @@ func (r *Resolver) ResolveRequest(req *http.Request) (res Result, err error) {
 
 func (r *Resolver) resolveRequest(res *Result, req *http.Request) error {
 	ctx := req.Context()
-	t, ok := TransportFromContext(ctx)
-	if !ok {
-		la, _ := ctx.Value(http.LocalAddrContextKey).(net.Addr)
-		switch {
-		case la != nil && strings.HasPrefix(la.Network(), "unix"):
-			// A Unix-domain listener: the peer has no IP address, whatever
-			// RemoteAddr says. It is the path the client bound its socket
-			// to, which can read "127.0.0.1:9".
-		default:
-			ap, ok := parseRemoteAddr(req.RemoteAddr)
-			if !ok {
-				// Not a Unix socket, so an unreadable RemoteAddr (rewritten
-				// by other middleware, say) must not pass for a local peer.
-				return &ChainError{Err: ErrNoAddress, Value: req.RemoteAddr}
-			}
-			t.Peer = ap
+	if ci, ok := ctx.Value(transportCtxKey).(*connInfo); ok {
+		return ci.resolve(res, r, req)
+	}
+	var t Transport
+	la, _ := ctx.Value(http.LocalAddrContextKey).(net.Addr)
+	switch {
+	case la != nil && strings.HasPrefix(la.Network(), "unix"):
+		// A Unix-domain listener: the peer has no IP address, whatever
+		// RemoteAddr says. It is the path the client bound its socket
+		// to, which can read "127.0.0.1:9".
+	default:
+		ap, ok := parseRemoteAddr(req.RemoteAddr)
+		if !ok {
+			// Not a Unix socket, so an unreadable RemoteAddr (rewritten
+			// by other middleware, say) must not pass for a local peer.
+			return &ChainError{Err: ErrNoAddress, Value: req.RemoteAddr}
 		}
+		t.Peer = ap
 	}
 	return r.resolve(res, &t, req.Header)
 }
@@ -380,9 +386,18 @@ func (r *Resolver) walkSingle(res *Result, lines []string, pos int) (Reason, str
 	case e == "":
 		return r.fail(res, pos, ReasonMalformed, e)
 	}
-	a, f := parseListAddr(e)
-	if f != ReasonNone {
-		return r.fail(res, pos, f, e)
+	var a netip.Addr
+	if ip, j := back4(e, len(e)); j == -1 {
+		// The common entry, a dotted quad, as walkXFF reads it.
+		if ip == 0 {
+			return r.fail(res, pos, ReasonUnspecified, e)
+		}
+		a = addrFrom4(ip)
+	} else {
+		var f Reason
+		if a, f = parseListAddr(e); f != ReasonNone {
+			return r.fail(res, pos, f, e)
+		}
 	}
 	if r.trace != nil {
 		r.trace.read(pos, e, a)

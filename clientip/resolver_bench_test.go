@@ -1,8 +1,10 @@
 package clientip
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -214,6 +216,41 @@ func BenchmarkPrefixSet(b *testing.B) {
 			for b.Loop() {
 				set.Contains(probes[i&255])
 				i++
+			}
+		})
+	}
+}
+
+// serverContext returns a context built the way net/http's Server builds a
+// request's: the server value, what ConnContext adds (here NewConnContext
+// with trust and t), the local address, and a cancel node for the
+// connection and one for the request.
+func serverContext(trust Trust, t Transport) (context.Context, context.CancelFunc) {
+	ctx := context.WithValue(context.Background(), http.ServerContextKey, &http.Server{})
+	ctx = NewConnContext(ctx, trust, t)
+	ctx = context.WithValue(ctx, http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 443})
+	ctx, cancelConn := context.WithCancel(ctx)
+	ctx, cancelReq := context.WithCancel(ctx)
+	return ctx, func() { cancelReq(); cancelConn() }
+}
+
+// BenchmarkFromRequest runs BenchmarkResolve's scenarios through
+// FromRequest on a request whose context a server built with NewConnContext:
+// the request-level figure with the peer parsed once per connection.
+func BenchmarkFromRequest(b *testing.B) {
+	for _, c := range benchCases() {
+		r := MustNew(c.cfg)
+		ctx, cancel := serverContext(r, c.t)
+		defer cancel()
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+		req.RemoteAddr, req.Header = c.t.Peer.String(), c.h
+		if res, err := FromRequest(req); err != nil || res.Client != c.want {
+			b.Fatalf("%s: got %v, %v; want %v", c.name, res, err, c.want)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				FromRequest(req)
 			}
 		})
 	}

@@ -685,3 +685,29 @@ func TestPeerUntrusted(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, netip.MustParseAddr("6.6.6.6"), res.Client, "without the flag the trusted peer is stepped over")
 }
+
+// Trusted IPv6 hops read by the backward reader are judged against the
+// trusted set below its first byte too (walkXFF's IPv6 lookup on the
+// address's halves), and an IPv4-mapped entry in hex as its IPv4 address.
+func TestXFFIPv6TrustedBelowRoot(t *testing.T) {
+	r := MustNew(Config{TrustedProxies: MustParsePrefixSet("10.0.0.0/8, 2001:db8:1::/48, 2001:db8:2:3::5/128"), Header: "X-Forwarded-For"})
+	peer := Transport{Peer: ap("[2001:db8:1::1]:1")}
+	tests := []struct {
+		name, xff, want string
+		via             string
+	}{
+		{"a /128 hop is stepped over", "198.51.100.7, 2001:db8:2:3::5", "198.51.100.7", "2001:db8:2:3::5"},
+		{"its neighbour is the client", "198.51.100.7, 2001:db8:2:3::6", "2001:db8:2:3::6", "2001:db8:1::1"},
+		{"a /48 hop is stepped over", "2001:db8:9::1, 2001:db8:1:ffff::2", "2001:db8:9::1", "2001:db8:1:ffff::2"},
+		{"IPv4-mapped in hex is its IPv4 address", "198.51.100.7, ::ffff:a00:2", "198.51.100.7", "10.0.0.2"},
+		{"IPv4-mapped client", "::ffff:c633:6407", "198.51.100.7", "2001:db8:1::1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := r.Resolve(peer, http.Header{"X-Forwarded-For": {tc.xff}})
+			require.NoError(t, err)
+			assert.Equal(t, addr(tc.want), res.Client)
+			assert.Equal(t, addr(tc.via), res.Via)
+		})
+	}
+}

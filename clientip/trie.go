@@ -1,6 +1,10 @@
 package clientip
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+	"net/netip"
+)
 
 // The trusted-set lookup is a multibit trie with a stride of one byte, in the
 // style of Poptrie and ART: every node covers one byte of the address and holds
@@ -119,10 +123,20 @@ func (n *trieNode) contains4From(ip uint32) bool {
 	return false
 }
 
-// contains16 reports whether the IPv6 address a lies in a prefix of the trie.
-func (n *trieNode) contains16(a [16]byte) bool {
-	for d := 0; d < 16; d++ {
-		b := a[d]
+// full6, kids6 and descend6 are full4, kids4 and descend4 for an IPv6
+// address given as its high and low 64 bits.
+func (n *trieNode) full6(hi uint64) bool { b := hi >> 56; return n.full[b>>6]>>(b&63)&1 != 0 }
+func (n *trieNode) kids6(hi uint64) bool { b := hi >> 56; return n.kids[b>>6]>>(b&63)&1 != 0 }
+
+// descend6 continues the lookup of hi, lo below the root.
+func (n *trieNode) descend6(hi, lo uint64) bool {
+	n = n.child[n.kids.rank(byte(hi>>56))]
+	for d := 1; d < 16; d++ {
+		w := hi
+		if d >= 8 {
+			w = lo
+		}
+		b := byte(w >> (56 - 8*(d&7)))
 		if n.full.test(b) {
 			return true
 		}
@@ -132,6 +146,18 @@ func (n *trieNode) contains16(a [16]byte) bool {
 		n = n.child[n.kids.rank(b)]
 	}
 	return false
+}
+
+// contains6 reports whether the IPv6 address whose high and low 64 bits
+// are hi and lo lies in a prefix of the trie.
+func (n *trieNode) contains6(hi, lo uint64) bool {
+	return n.full6(hi) || n.kids6(hi) && n.descend6(hi, lo)
+}
+
+// halves returns the high and low 64 bits of the IPv6 address a.
+func halves(a netip.Addr) (hi, lo uint64) {
+	b := a.As16()
+	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
 }
 
 // covers reports whether every address of the prefix given by the address

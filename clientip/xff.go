@@ -1,6 +1,7 @@
 package clientip
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"strings"
 )
@@ -24,16 +25,16 @@ func withinBudget(lines []string, max int) bool {
 // the right, across all of the header's lines (later lines first), as one list:
 // "a, b" + "c" is a, b, c (RFC 9110 §5.6.1), skipping empty elements and
 // trimming optional white space. It keeps its state in locals, parses the common
-// entry, a dotted quad with optional white space around it, backwards in the
-// same pass that finds the entry's start, checking trust on the parsed bytes
-// and building an Addr only when it is needed. Anything else takes the general
-// path through parseListAddr.
+// entries, a dotted quad or plain IPv6 text with optional white space around
+// it, backwards in the same pass that finds the entry's start, checking trust
+// on a dotted quad's parsed bytes and building its Addr only when it is
+// needed. Anything else takes the general path through parseListAddr.
 func (r *Resolver) walkXFF(res *Result, lines []string, pos int) (Reason, string) {
 	cur := res.Via // the hop last stepped over
 	// byRange is trusted-range mode with IPv4 prefixes to trust; without
 	// them every dotted quad takes the general path, where it is the client.
-	t4, maxHops := r.trusted.v4, r.maxHops
-	byRange := r.quads
+	t4, t6, maxHops := r.trusted.v4, r.trusted.v6, r.maxHops
+	byRange, byRange6 := r.quads, r.quads6
 	// A trusted dotted quad is kept as curIP and made an Addr only if it is
 	// still the last trusted hop when the walk ends.
 	var curIP uint32
@@ -67,6 +68,33 @@ func (r *Resolver) walkXFF(res *Result, lines []string, pos int) (Reason, string
 					return r.found(res, addrFrom4(ip), r.source, pos, cur), ""
 				}
 				a = addrFrom4(ip)
+			} else if hi, lo, j := back6(l, end); j >= -1 {
+				if pos++; pos > maxHops {
+					return r.fail(res, pos, ReasonTooManyHops, "")
+				}
+				if hi|lo == 0 {
+					return r.fail(res, pos, ReasonUnspecified, trimOWS(l[j+1:end]))
+				}
+				end = j
+				if hi == 0 && lo>>32 == 0xffff {
+					// IPv4-mapped: the walk reads it as its IPv4 address.
+					a = addrFrom4(uint32(lo))
+				} else {
+					a = addrFrom128(hi, lo)
+					if byRange6 {
+						// As for dotted quads, the trust predicate on the
+						// parsed halves is the whole decision, spelt out for
+						// the root, where most lookups end.
+						if t6.full6(hi) || t6.kids6(hi) && t6.descend6(hi, lo) {
+							cur, curLazy = a, false
+							continue
+						}
+						if curLazy {
+							cur = addrFrom4(curIP)
+						}
+						return r.found(res, a, r.source, pos, cur), ""
+					}
+				}
 			} else {
 				i := strings.LastIndexByte(l[:end], ',')
 				e := trimOWS(l[i+1 : end])
@@ -149,6 +177,108 @@ func back4(l string, end int) (ip uint32, j int) {
 		j = -1
 	}
 	return ip, j
+}
+
+// back6 parses the element of l that ends at end (exclusive) if it is IPv6
+// text made of hex fields and at most one "::", with optional white space
+// around it, reading backwards as back4 does, so that the element's start is
+// found in the same pass. It returns the address as its high and low 64
+// bits and the index of the comma before the element (-1 at the start of
+// the line), or j < -1 when the element is anything else (brackets, a port,
+// a zone, an embedded dotted quad, or no address at all), which the general
+// path judges. Of such text it accepts exactly what parseIPv6 accepts
+// (FuzzBack6).
+func back6(l string, end int) (hi0, lo0 uint64, j int) {
+	j = end - 1
+	for uint(j) < uint(len(l)) && (l[j] == ' ' || l[j] == '\t') {
+		j--
+	}
+	// hi, lo hold the fields read so far as a 128-bit value, the one read
+	// last in the top 16 bits, so that without "::" the eighth field read
+	// (the first of the text) leaves every field in place. Once "::" is
+	// read, the fields right of it move to rhi, rlo, in place.
+	var hi, lo, rhi, rlo uint64
+	n := 0    // fields read
+	ell := -1 // fields right of "::", once it is read
+	if uint(j-1) < uint(len(l)) && l[j] == ':' && l[j-1] == ':' {
+		ell, j = 0, j-2 // the element ends in "::"
+	}
+	if ell < 0 || !elementStart(l, j) {
+		for {
+			// One field: one to four hex digits, read from the right.
+			var v uint64
+			var shift uint
+			for uint(j) < uint(len(l)) {
+				h := hexVals[l[j]]
+				if h == 0xff {
+					break
+				}
+				v |= uint64(h) << (shift & 63)
+				shift += 4
+				j--
+			}
+			if shift == 0 || shift > 16 || n == 8 {
+				return 0, 0, -2
+			}
+			lo, hi = lo>>16|hi<<48, hi>>16|v<<48
+			n++
+			if elementStart(l, j) {
+				break
+			}
+			if l[j] != ':' {
+				return 0, 0, -2
+			}
+			j--
+			if uint(j) < uint(len(l)) && l[j] == ':' {
+				if ell >= 0 {
+					return 0, 0, -2
+				}
+				ell, j = n, j-1
+				rhi, rlo = shr128(hi, lo, uint(128-16*n))
+				hi, lo = 0, 0
+				if elementStart(l, j) {
+					break
+				}
+			}
+		}
+	}
+	// What comes before the element: white space, then a comma or the start.
+	for uint(j) < uint(len(l)) && (l[j] == ' ' || l[j] == '\t') {
+		j--
+	}
+	switch {
+	case uint(j) < uint(len(l)) && l[j] != ',':
+		return 0, 0, -2
+	case ell < 0 && n != 8, ell >= 0 && n == 8: // "::" stands for at least one field
+		return 0, 0, -2
+	}
+	if j < 0 {
+		j = -1
+	}
+	return hi | rhi, lo | rlo, j
+}
+
+// shr128 shifts the 128-bit value hi, lo right by s bits, s <= 128.
+func shr128(hi, lo uint64, s uint) (uint64, uint64) {
+	if s >= 64 {
+		return 0, hi >> (s - 64)
+	}
+	return hi >> s, lo>>s | hi<<(64-s)
+}
+
+// elementStart reports whether l[j] lies before a list element: j is before
+// the start of l, or l[j] is a comma or white space.
+func elementStart(l string, j int) bool {
+	return uint(j) >= uint(len(l)) || l[j] == ',' || l[j] == ' ' || l[j] == '\t'
+}
+
+// addrFrom128 returns the IPv6 address whose high and low 64 bits are hi
+// and lo.
+func addrFrom128(hi, lo uint64) netip.Addr {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], hi)
+	binary.BigEndian.PutUint64(b[8:], lo)
+	return netip.AddrFrom16(b)
 }
 
 // addrFrom4 returns the IPv4 address of the host-order integer ip.

@@ -77,7 +77,7 @@ type Config struct {
 // A Handler is safe for concurrent use.
 type Handler struct {
 	cfg   Config
-	allow *middleware.SourceRanges // judges Allow; nil when it is empty
+	allow *middleware.Policy // judges Allow (one rule); nil when it is empty
 }
 
 // New returns a Handler for cfg, or an error wrapping [ErrInvalidConfig]
@@ -102,7 +102,7 @@ func New(cfg Config) (*Handler, error) {
 func (h *Handler) Check(r *http.Request) error {
 	rv := h.cfg.Trust.Resolver()
 	res, err := rv.ResolveRequest(r)
-	if h.allow != nil && h.allow.Check(res, err) == nil {
+	if h.allow != nil && h.allow.Check("", res, err) == nil {
 		return nil
 	}
 	if h.cfg.AllowPeers.Len() > 0 {

@@ -76,8 +76,8 @@
 // # Policy, rate limits, observation
 //
 // A [Policy] judges each call's resolution with the call's full method
-// name as its target; middleware.SourceRanges fits through a one-line
-// [PolicyFunc] (see the examples). The rate limit is ratelimit's: a token
+// name as its target; a *middleware.Policy of middleware.TargetNames is
+// one, with rules per method (see the examples). The rate limit is ratelimit's: a token
 // per call (per stream for streaming calls) from the bucket of the
 // resolved client's [ratelimit.Key], in a *ratelimit.Limiter or a store
 // shared across replicas. The Observer is middleware's: an

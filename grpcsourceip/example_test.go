@@ -93,20 +93,22 @@ func Example() {
 	// InvalidArgument cannot determine the client address: malformed
 }
 
-// A middleware.SourceRanges policy fits Policy through a one-line adapter:
-// its Check takes no target.
-func ExamplePolicyFunc() {
-	ranges, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{
-		Allow: clientip.MustParsePrefixSet("192.0.2.0/24"),
+// A middleware.Policy of method names judges each call by the rule for its
+// full method: here the health service admits 192.0.2.0/24 only, and the
+// zero Default refuses every other method.
+func Example_policy() {
+	policy, err := middleware.NewPolicy(middleware.PolicyConfig{
+		Targets: middleware.TargetNames,
+		Rules: []middleware.Rule{
+			{Name: "health", Target: "/grpc.health.v1.Health/*", Allow: clientip.MustParsePrefixSet("192.0.2.0/24")},
+		},
 	})
 	if err != nil {
 		panic(err)
 	}
 	in, err := grpcsourceip.New(grpcsourceip.Config{
-		Trust: clientip.MustNew(clientip.Config{}), // clients connect directly
-		Policy: grpcsourceip.PolicyFunc(func(_ string, res clientip.Result, err error) error {
-			return ranges.Check(res, err)
-		}),
+		Trust:  clientip.MustNew(clientip.Config{}), // clients connect directly
+		Policy: policy,
 	})
 	if err != nil {
 		panic(err)

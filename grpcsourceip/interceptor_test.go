@@ -169,11 +169,11 @@ func TestNoIPPeer(t *testing.T) {
 	}
 }
 
-// sourceRanges adapts a middleware.SourceRanges to Policy.
+// sourceRanges is a middleware.NewSourceRanges allowlist, which is a Policy.
 func sourceRanges(t *testing.T, allow string) Policy {
 	sr, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{Allow: clientip.MustParsePrefixSet(allow)})
 	require.NoError(t, err)
-	return PolicyFunc(func(_ string, res clientip.Result, err error) error { return sr.Check(res, err) })
+	return sr
 }
 
 // TestPolicy: a policy sees every resolution, failures included, and its

@@ -18,10 +18,11 @@ import "github.com/sourceip/sourceip/clientip"
 //
 // A Policy sees resolution failures and decides about them: it must refuse
 // them unless it means to admit clients it cannot name (a health check from
-// a trusted hop, on its own method). middleware.SourceRanges refuses them;
-// its Check takes no target, so it fits through a one-line adapter:
-//
-//	grpcsourceip.PolicyFunc(func(_ string, res clientip.Result, err error) error { return ranges.Check(res, err) })
+// a trusted hop, on its own method). A *middleware.Policy is a Policy: of
+// middleware.TargetNames, its rules name full methods or method prefixes
+// ("/pkg.Service/*"), the first that matches decides, and it refuses
+// unresolved and masqueraded clients unless the rule admits them;
+// middleware.NewSourceRanges is its one-rule allowlist.
 //
 // Implementations must be safe for concurrent use and should not block.
 type Policy interface {

@@ -8,7 +8,8 @@ import (
 )
 
 var (
-	// ErrInvalidConfig is wrapped by errors from [New] and [NewSourceRanges].
+	// ErrInvalidConfig is wrapped by errors from [New], [RequireClient],
+	// [NewPolicy] and [NewSourceRanges].
 	ErrInvalidConfig = errors.New("middleware: invalid configuration")
 
 	// ErrNoResult means no resolution was recorded where one was looked for:
@@ -16,25 +17,27 @@ var (
 	// not pass through the middleware [New] returns.
 	ErrNoResult = errors.New("middleware: no client resolution recorded")
 
-	// ErrNotAllowed means the resolved client address is outside the ranges a
-	// [SourceRanges] policy admits.
+	// ErrNotAllowed means a [Policy] refused a client its deciding rule does
+	// not admit: outside the rule's Allow, or inside its Deny.
 	ErrNotAllowed = errors.New("middleware: client address not in an allowed source range")
 
-	// ErrUnresolved means a [SourceRanges] policy was asked about a client
-	// that could not be resolved. The error returned with it also wraps the
-	// cause: one of clientip's sentinels, or [ErrNoResult].
+	// ErrUnresolved means a [Policy] was asked about a client that could not
+	// be resolved. The [Denial] returned with it also wraps the cause: one
+	// of clientip's sentinels, [clientip.ErrNoTrust], or [ErrNoResult].
 	ErrUnresolved = errors.New("middleware: client address unresolved")
 
-	// ErrMasqueraded means a [SourceRanges] policy was asked about a result
-	// flagged as masqueraded (see [clientip.Result].Masqueraded): a node
-	// address that stands in for a client who is lost. It wraps
-	// [clientip.ErrMasqueraded], so errors.Is matches either.
+	// ErrMasqueraded means a [Policy] was asked about a result flagged as
+	// masqueraded (see [clientip.Result].Masqueraded): a node address that
+	// stands in for a client who is lost. It wraps [clientip.ErrMasqueraded],
+	// so errors.Is matches either.
 	ErrMasqueraded = fmt.Errorf("middleware: client address is a masquerading node: %w", clientip.ErrMasqueraded)
-)
 
-// errNoRequestResult is what CheckRequest reports for a request that did not
-// pass through the resolve middleware, built once.
-var errNoRequestResult = fmt.Errorf("%w: %w", ErrUnresolved, ErrNoResult)
+	// ErrInvalidTarget means a [Policy] of MQTT topics was asked about a
+	// target that is no topic name or filter (empty, U+0000, invalid UTF-8,
+	// a misplaced wildcard): it is refused with [ErrNotAllowed] whatever the
+	// rules say, so that no malformed topic slips past a rule meant for it.
+	ErrInvalidTarget = errors.New("middleware: invalid policy target")
+)
 
 // errUnknownName is wrapped by MarshalText and UnmarshalText of [Outcome]
 // for a value or a name it does not know.

@@ -109,8 +109,9 @@ func ExampleConfig_setRemoteAddr() {
 	// caller's request keeps 10.0.0.2:40000
 }
 
-// An allowlist of client ranges behind the resolve middleware.
-func ExampleSourceRanges_Handler() {
+// An allowlist of client ranges behind the resolve middleware, which stores
+// the Result the policy then reads.
+func ExampleNewSourceRanges() {
 	resolve, _ := middleware.New(middleware.Config{
 		Trust: clientip.MustNew(clientip.Config{
 			TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
@@ -148,7 +149,7 @@ func ExampleSourceRanges_Handler() {
 }
 
 // The pure check, for code that resolves without HTTP.
-func ExampleSourceRanges_Check() {
+func ExamplePolicy_Check() {
 	p, _ := middleware.NewSourceRanges(middleware.SourceRangesConfig{
 		Allow: clientip.MustParsePrefixSet("198.51.100.0/24"),
 	})
@@ -158,13 +159,14 @@ func ExampleSourceRanges_Check() {
 		{Peer: netip.MustParseAddrPort("10.0.0.5:41234"), Proxy: netip.MustParseAddrPort("203.0.113.7:5555")},
 		{Peer: netip.MustParseAddrPort("10.0.0.5:41234")}, // the balancer itself
 	} {
-		err := p.Check(r.Resolve(t, nil))
+		res, err := r.Resolve(t, nil)
+		err = p.Check("", res, err)
 		fmt.Println(middleware.OutcomeOf(err), err)
 	}
 	// Output:
 	// resolved <nil>
-	// not_allowed middleware: client address not in an allowed source range
-	// unresolved middleware: client address unresolved: clientip: every hop is trusted (hop 0)
+	// not_allowed middleware: client address not in an allowed source range (rule source-ranges)
+	// unresolved middleware: client address unresolved (rule source-ranges): clientip: every hop is trusted (hop 0)
 }
 
 // A raw TCP server behind a PROXY-protocol load balancer: each connection
@@ -209,7 +211,7 @@ func ExampleNewListener() {
 	res, err := middleware.ResultFromConn(c)
 	fmt.Println("client:", res.Client, "from", res.Source)
 	fmt.Println("socket peer:", res.Peer.Addr())
-	fmt.Println("policy:", middleware.OutcomeOf(policy.Check(res, err)))
+	fmt.Println("policy:", middleware.OutcomeOf(policy.Check("", res, err)))
 	// Output:
 	// client: 198.51.100.7 from proxy-protocol
 	// socket peer: 127.0.0.1

@@ -38,7 +38,7 @@ import (
 //
 // Resolution failures do not refuse connections: the connection is returned
 // with its error, to be judged by the server (for example with
-// [SourceRanges.Check]) where it can answer in its own protocol. Put TLS
+// [Policy.Check]) where it can answer in its own protocol. Put TLS
 // outside this listener, tls.NewListener(middleware.NewListener(pp, trust), cfg),
 // so that servers that look for a *tls.Conn still find one; ResultFromConn
 // sees through it.
@@ -170,7 +170,7 @@ var errNoCloseWrite = errors.New("middleware: connection does not support CloseW
 // does not allocate.
 //
 // As with the resolve middleware, [clientip.ErrMasqueraded] comes with a
-// Result naming the node; [SourceRanges.Check] accepts both return values
+// Result naming the node; [Policy.Check] takes both return values
 // directly.
 func ResultFromConn(c net.Conn) (clientip.Result, error) {
 	for range 8 {

@@ -151,7 +151,7 @@ func TestListenerNilResolver(t *testing.T) {
 	assert.Equal(t, addr("127.0.0.1"), res.Peer.Addr())
 	p, perr := NewSourceRanges(SourceRangesConfig{Allow: clientip.Loopback()})
 	require.NoError(t, perr)
-	assert.ErrorIs(t, p.Check(res, err), ErrUnresolved)
+	assert.ErrorIs(t, p.Check("", res, err), ErrUnresolved)
 }
 
 func TestListenerUnix(t *testing.T) {
@@ -229,7 +229,8 @@ func TestResultFromConnForeign(t *testing.T) {
 	}
 	p, err := NewSourceRanges(SourceRangesConfig{Allow: clientip.MustParsePrefixSet("0.0.0.0/0, ::/0")})
 	require.NoError(t, err)
-	assert.ErrorIs(t, p.Check(ResultFromConn(a)), ErrUnresolved, "Check(ResultFromConn(foreign))")
+	res, err := ResultFromConn(a)
+	assert.ErrorIs(t, p.Check("", res, err), ErrUnresolved, "Check(ResultFromConn(foreign))")
 }
 
 func TestListenerHalfClose(t *testing.T) {

@@ -8,16 +8,19 @@ import (
 )
 
 // Attrs returns the attributes of one log line about a resolution or a
-// policy decision: "decision", the [Outcome] of err; "clientip", a group with
+// policy decision: "decision", the [Outcome] of err; "rule", when err is a
+// [Policy]'s [Denial], the rule that refused; "clientip", a group with
 // every layer of res (client, source, header, hop, via, socket peer, PROXY
 // source, masquerade flag; see [clientip.Result.LogValue]); and "error" when
 // err is not nil. The error text may quote, truncated, a header entry the
 // client wrote.
 func Attrs(res clientip.Result, err error) []slog.Attr {
-	attrs := make([]slog.Attr, 0, 3)
-	attrs = append(attrs,
-		slog.String("decision", OutcomeOf(err).String()),
-		slog.Any("clientip", res))
+	attrs := make([]slog.Attr, 0, 4)
+	attrs = append(attrs, slog.String("decision", OutcomeOf(err).String()))
+	if rule, ok := RuleOf(err); ok {
+		attrs = append(attrs, slog.String("rule", rule))
+	}
+	attrs = append(attrs, slog.Any("clientip", res))
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}

@@ -68,6 +68,6 @@ func TestLogObserver(t *testing.T) {
 	require.NoError(t, err)
 	mw(p.Handler(echo)).ServeHTTP(discard{}, request("10.0.0.1:4000", "203.0.113.9"))
 	want := `level=INFO msg="client resolve" decision=resolved clientip.client=203.0.113.9 clientip.source=x-forwarded-for clientip.header=X-Forwarded-For clientip.hop=1 clientip.via=10.0.0.1 clientip.peer=10.0.0.1:4000` + "\n" +
-		`level=WARN msg="client deny" decision=not_allowed clientip.client=203.0.113.9 clientip.source=x-forwarded-for clientip.header=X-Forwarded-For clientip.hop=1 clientip.via=10.0.0.1 clientip.peer=10.0.0.1:4000 error="middleware: client address not in an allowed source range"` + "\n"
+		`level=WARN msg="client deny" decision=not_allowed rule=source-ranges clientip.client=203.0.113.9 clientip.source=x-forwarded-for clientip.header=X-Forwarded-For clientip.hop=1 clientip.via=10.0.0.1 clientip.peer=10.0.0.1:4000 error="middleware: client address not in an allowed source range (rule source-ranges)"` + "\n"
 	assert.Equal(t, want, buf.String())
 }

@@ -65,7 +65,7 @@ func (o Outcome) reason() clientip.Reason {
 }
 
 // OutcomeOf classifies err, an error returned by [clientip.Resolver.Resolve],
-// [ResultFromConn] or [SourceRanges.Check]: nil is OutcomeResolved, a policy
+// [ResultFromConn] or [Policy.Check]: nil is OutcomeResolved, a policy
 // error is classified by the policy's verdict (OutcomeNotAllowed,
 // OutcomeUnresolved or OutcomeMasqueraded) rather than by its cause, and a
 // resolution error by its [clientip.ReasonOf]. It does not allocate.

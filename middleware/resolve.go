@@ -27,7 +27,7 @@ type Config struct {
 	// never anything the client wrote.
 	//
 	// [clientip.ErrMasqueraded] is not an error here: the request goes on with
-	// the flagged Result in its context, and a [SourceRanges] policy refuses it.
+	// the flagged Result in its context, and a [Policy] refuses it.
 	OnError func(w http.ResponseWriter, r *http.Request, res clientip.Result, err error)
 
 	// SetRemoteAddr is an opt-in for legacy code that reads r.RemoteAddr as the
@@ -55,7 +55,7 @@ type Config struct {
 // A request whose client cannot be resolved is answered by cfg.OnError and
 // goes no further: there is no fallback to the socket peer or to the leftmost
 // header entry. A result flagged as masqueraded is stored and passed on; mount
-// a [SourceRanges] policy, or check Result.Masqueraded, where it matters.
+// a [Policy], or check Result.Masqueraded, where it matters.
 //
 // For PROXY protocol, serve from a proxyproto.Listener given the same Trust,
 // with http.Server.ConnContext set to proxyproto.ConnContext: the resolver
@@ -63,6 +63,8 @@ type Config struct {
 //
 // The middleware makes two allocations per request (the context node that
 // holds the Result, and the request copy) and one more with SetRemoteAddr.
+// [RequireClient] and [Policy.Handler] make none: they resolve on demand
+// and pass the request on unchanged.
 // It is safe for concurrent use. New returns an error wrapping
 // [ErrInvalidConfig] when cfg.Trust is nil or returns a nil resolver.
 func New(cfg Config) (func(http.Handler) http.Handler, error) {
@@ -84,11 +86,7 @@ type resolveHandler struct {
 
 func (h *resolveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, err := h.cfg.Trust.Resolver().ResolveRequest(r)
-	if err != nil && !errors.Is(err, clientip.ErrMasqueraded) {
-		if h.cfg.Observer != nil {
-			h.cfg.Observer.ObserveResolve(r.Context(), res, err)
-		}
-		h.cfg.OnError(w, r, res, err)
+	if h.cfg.refuse(w, r, res, err) {
 		return
 	}
 	ctx := clientip.NewContext(r.Context(), res)
@@ -102,7 +100,87 @@ func (h *resolveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(w, r)
 }
 
-// badRequest is the default Config.OnError.
+// RequireClient returns a middleware that resolves each request's client on
+// demand and refuses the requests whose client cannot be resolved, as [New]
+// does, but passes the others on unchanged: no copy of the request, no
+// context value, no allocation. Handlers behind it read the client with
+// [clientip.FromRequest], which, while they run, returns the resolution
+// RequireClient made ([clientip.HoldRequest]); use [New] when handlers
+// should find one stored Result in the context, or SetRemoteAddr is
+// needed.
+//
+// cfg.Trust, when set, is the trust requests are resolved under, from their
+// connection's layers when [ConnContext] stored them and from r.RemoteAddr
+// otherwise. When nil, requests are resolved as clientip.FromRequest does,
+// under the trust their connection carries: serve with
+// http.Server.ConnContext set to [ConnContext]; a request whose connection
+// carries no trust is refused with [clientip.ErrNoTrust] (by default with
+// 500 Internal Server Error), never served with a guess.
+//
+// A result flagged as masqueraded is passed on; a [Policy] refuses it.
+// cfg.OnError and cfg.Observer work as for New, except that the context
+// ObserveResolve is given carries no Result. RequireClient returns an error
+// wrapping [ErrInvalidConfig] when cfg.SetRemoteAddr is set, which needs a
+// copy of the request, or cfg.Trust has no resolver.
+func RequireClient(cfg Config) (func(http.Handler) http.Handler, error) {
+	switch {
+	case cfg.SetRemoteAddr:
+		return nil, fmt.Errorf("%w: SetRemoteAddr needs a copy of the request; use New", ErrInvalidConfig)
+	case cfg.Trust != nil && cfg.Trust.Resolver() == nil:
+		return nil, fmt.Errorf("%w: Trust has no resolver", ErrInvalidConfig)
+	}
+	if cfg.OnError == nil {
+		cfg.OnError = badRequest
+	}
+	return func(next http.Handler) http.Handler {
+		return &requireHandler{cfg: cfg, next: next}
+	}, nil
+}
+
+type requireHandler struct {
+	cfg  Config
+	next http.Handler
+}
+
+func (h *requireHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	held := clientip.HoldRequest(r, h.cfg.Trust)
+	defer held.Release()
+	res, err := held.Result, held.Err
+	if h.cfg.refuse(w, r, res, err) {
+		return
+	}
+	if h.cfg.Observer != nil {
+		h.cfg.Observer.ObserveResolve(r.Context(), res, err)
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// refuse answers r with OnError, after telling the Observer, when err leaves
+// it without a client (a masqueraded result is not refused here), and
+// reports whether it did.
+func (cfg *Config) refuse(w http.ResponseWriter, r *http.Request, res clientip.Result, err error) bool {
+	if err == nil || errors.Is(err, clientip.ErrMasqueraded) {
+		return false
+	}
+	if cfg.Observer != nil {
+		cfg.Observer.ObserveResolve(r.Context(), res, err)
+	}
+	cfg.OnError(w, r, res, err)
+	return true
+}
+
+// badRequest is the default Config.OnError: 400 Bad Request, or 500 for a
+// server whose connections carry no trust.
 func badRequest(w http.ResponseWriter, _ *http.Request, res clientip.Result, err error) {
+	if errors.Is(err, clientip.ErrNoTrust) {
+		noTrust(w)
+		return
+	}
 	http.Error(w, "cannot determine the client address: "+OutcomeOf(err).explain(res.Header), http.StatusBadRequest)
+}
+
+// noTrust answers a request on a connection that carries no trust: the
+// server's wiring is at fault, not the client.
+func noTrust(w http.ResponseWriter) {
+	http.Error(w, "internal server error: the server cannot resolve client addresses", http.StatusInternalServerError)
 }

@@ -48,7 +48,7 @@ func TestSourceRangesCheck(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := p.Check(tc.res, tc.err)
+			err := p.Check("", tc.res, tc.err)
 			if tc.want == nil {
 				require.NoError(t, err)
 			} else {
@@ -74,12 +74,14 @@ func TestNewSourceRangesEmptyAllow(t *testing.T) {
 	assert.NoError(t, err, "everyone, said explicitly")
 }
 
-// The zero SourceRanges, which never went through NewSourceRanges, fails
-// closed: it admits nobody.
-func TestSourceRangesZeroValue(t *testing.T) {
-	var p SourceRanges
+// The zero Policy, which never went through NewPolicy, fails closed: it
+// admits nobody, and names its rule "default".
+func TestPolicyZeroValue(t *testing.T) {
+	var p Policy
 	for _, a := range []string{"127.0.0.1", "10.0.0.1", "198.51.100.7", "::1"} {
-		err := p.Check(clientip.Result{Client: netip.MustParseAddr(a), Source: clientip.SourceSocket}, nil)
+		d := p.Decide("/x", clientip.Result{Client: netip.MustParseAddr(a), Source: clientip.SourceSocket}, nil)
+		assert.Equal(t, "default", d.Rule)
+		err := d.Err
 		assert.ErrorIs(t, err, ErrNotAllowed, "Check(%s)", a)
 	}
 	mw, err := New(Config{Trust: testResolver(t)})
@@ -106,8 +108,8 @@ func TestSourceRangesHandler(t *testing.T) {
 			wantCode: 403, wantBody: "forbidden: the client address is not in an allowed source range\n", wantErr: ErrNotAllowed},
 		{name: "masqueraded node", req: request("192.168.1.10:5000"), mount: true,
 			wantCode: 403, wantBody: "forbidden: the client address was masqueraded by a node and cannot be verified\n", wantErr: ErrMasqueraded},
-		{name: "without the resolve middleware", req: request("198.51.100.7:5000"), mount: false,
-			wantCode: 403, wantBody: "forbidden: the client address could not be determined\n", wantErr: ErrNoResult},
+		{name: "without the resolve middleware or a ConnContext: the server's mistake", req: request("198.51.100.7:5000"), mount: false,
+			wantCode: 500, wantBody: "internal server error: the server cannot resolve client addresses\n", wantErr: clientip.ErrNoTrust},
 	}
 	// The masqueraded node must be refused even when its range is allowed.
 	allow := office.Union(clientip.MustParsePrefixSet("192.168.0.0/16"))
@@ -162,7 +164,7 @@ func TestSourceRangesCheckRequest(t *testing.T) {
 	r := request("198.51.100.7:5000")
 	err = p.CheckRequest(r)
 	assert.ErrorIs(t, err, ErrUnresolved, "without a Result")
-	assert.ErrorIs(t, err, ErrNoResult, "without a Result")
+	assert.ErrorIs(t, err, clientip.ErrNoTrust, "without a Result")
 	res, err := testResolver(t).ResolveRequest(r)
 	require.NoError(t, err)
 	assert.NoError(t, p.CheckRequest(r.WithContext(clientip.NewContext(r.Context(), res))))
@@ -173,8 +175,8 @@ func TestSourceRangesAllocs(t *testing.T) {
 	require.NoError(t, err)
 	in := clientip.Result{Client: netip.MustParseAddr("198.51.100.7"), Source: clientip.SourceSocket}
 	out := clientip.Result{Client: netip.MustParseAddr("203.0.113.9"), Source: clientip.SourceSocket}
-	assert.Zero(t, testing.AllocsPerRun(100, func() { p.Check(in, nil) }), "admitting Check allocates")
-	assert.Zero(t, testing.AllocsPerRun(100, func() { p.Check(out, nil) }), "ErrNotAllowed Check allocates")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { p.Check("", in, nil) }), "admitting Check allocates")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { p.Check("", out, nil) }), "ErrNotAllowed Check allocates")
 	r := request("198.51.100.7:5000")
 	r = r.WithContext(clientip.NewContext(r.Context(), in))
 	h := p.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))

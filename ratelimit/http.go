@@ -75,7 +75,14 @@ type HTTPConfig struct {
 //
 // It resolves each request's client itself, from the request and
 // HTTPConfig.Trust (resolution does not allocate), and passes the request
-// on unchanged: no copy, no context value. It is safe for concurrent use.
+// on unchanged: no copy, no context value. Behind a server whose
+// ConnContext is middleware.ConnContext, the connection's layers are found
+// with one context lookup and r.RemoteAddr is not parsed; the Trust is
+// still HTTPConfig.Trust's. A resolution a policy in front of it holds for
+// the request is reused, and the limiter holds its own for the handlers it
+// runs (clientip.HoldRequest), so that clientip.FromRequest there costs no
+// second walk when the connection carries the same Trust. It is safe for
+// concurrent use.
 type HTTP struct {
 	cfg    HTTPConfig
 	fields fieldCache
@@ -115,9 +122,11 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	return &HTTP{cfg: cfg, fields: newFieldCache(cfg.Name, lim)}, nil
 }
 
-// resolve is the limiter's one call into client resolution.
-func (h *HTTP) resolve(r *http.Request) (clientip.Result, error) {
-	return h.cfg.Trust.Resolver().ResolveRequest(r)
+// resolve is the limiter's one call into client resolution. It holds the
+// answer for the handlers the limiter runs (see clientip.HoldRequest);
+// release it when they return.
+func (h *HTTP) resolve(r *http.Request) clientip.Held {
+	return clientip.HoldRequest(r, h.cfg.Trust)
 }
 
 // key returns the bucket of the request's client, or false when the
@@ -139,7 +148,9 @@ func (h *HTTP) key(r *http.Request, res clientip.Result, err error) (Key, bool) 
 // HTTPConfig.RefuseMasqueraded is set); otherwise it is the Store's. Check
 // writes nothing.
 func (h *HTTP) Check(r *http.Request) (Decision, error) {
-	res, err := h.resolve(r)
+	held := h.resolve(r)
+	held.Release()
+	res, err := held.Result, held.Err
 	k, ok := h.key(r, res, err)
 	if !ok {
 		if err == nil {
@@ -171,7 +182,9 @@ type httpHandler struct {
 
 func (hh *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := hh.h
-	res, err := h.resolve(r)
+	held := h.resolve(r)
+	defer held.Release()
+	res, err := held.Result, held.Err
 	k, ok := h.key(r, res, err)
 	if !ok {
 		if err == nil {

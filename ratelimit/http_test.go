@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -232,6 +233,57 @@ func TestHTTPAllowedDoesNotAllocate(t *testing.T) {
 	h.ServeHTTP(w, r)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, r) }))
 	assert.Equal(t, http.StatusNoContent, w.code)
+}
+
+// TestHTTPConnContext: behind a server whose ConnContext attached the
+// connection's layers (clientip.NewConnContext, as middleware.ConnContext
+// does), the limiter reads the peer from them, not from r.RemoteAddr, and
+// still allocates nothing.
+func TestHTTPConnContext(t *testing.T) {
+	h := newHTTP(t, HTTPConfig{Store: mustNew(t, 1.0/60, 1, 0)})
+	onConn := func(peer string) *http.Request {
+		ctx := clientip.NewConnContext(context.Background(), testTrust(t), clientip.Transport{Peer: netip.MustParseAddrPort(peer)})
+		r := request("192.0.2.99:1") // not the connection's peer
+		return r.WithContext(ctx)
+	}
+	assert.Equal(t, 204, serve(h, onConn("203.0.113.5:1")).Code)
+	assert.Equal(t, 429, serve(h, onConn("203.0.113.5:2")).Code, "same peer, same bucket")
+	assert.Equal(t, 204, serve(h, onConn("203.0.113.6:1")).Code, "the peer is read from the connection")
+
+	fast := newHTTP(t, HTTPConfig{Store: mustNew(t, 1e9, 100, 0)})
+	r := onConn("10.0.0.1:4000")
+	r.Header.Set("X-Forwarded-For", "198.51.100.7")
+	w := &headerWriter{h: http.Header{}}
+	fast.ServeHTTP(w, r)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { fast.ServeHTTP(w, r) }))
+	assert.Equal(t, http.StatusNoContent, w.code)
+}
+
+// TestHTTPReusesHeldResolution: behind a middleware that holds the request's
+// resolution under the same trust (a policy), the limiter keys on the client
+// that middleware judged, and holds it for its own handler.
+func TestHTTPReusesHeldResolution(t *testing.T) {
+	trust := testTrust(t)
+	lim, err := NewHTTP(HTTPConfig{Trust: trust, Store: mustNew(t, 1.0/60, 1, 0)})
+	require.NoError(t, err)
+	var inHandler clientip.Result
+	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inHandler, _ = clientip.FromRequest(r)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	policy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		held := clientip.HoldRequest(r, nil)
+		defer held.Release()
+		r.Header.Set("X-Forwarded-For", "203.0.113.99") // too late: the client was judged
+		h.ServeHTTP(w, r)
+	})
+	onConn := func() *http.Request {
+		ctx := clientip.NewConnContext(context.Background(), trust, clientip.Transport{Peer: netip.MustParseAddrPort("10.0.0.1:4000")})
+		return request("192.0.2.99:1", "198.51.100.7").WithContext(ctx)
+	}
+	assert.Equal(t, 204, serve(policy, onConn()).Code)
+	assert.Equal(t, netip.MustParseAddr("198.51.100.7"), inHandler.Client)
+	assert.Equal(t, 429, serve(policy, onConn()).Code, "keyed on the judged client, not the rewritten header")
 }
 
 // headerWriter is a ResponseWriter that keeps one header map.

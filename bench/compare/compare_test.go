@@ -1,8 +1,11 @@
 // Package compare runs the same requests through sourceip's clientip and
 // through the client-IP extractors of gin, echo, chi and realclientip-go, each
 // configured as securely as it allows, and benchmarks them side by side; it
-// also compares sourceip's request middleware with chi's ClientIPFromXFF
-// (middleware_test.go). It is its own module so that none of these frameworks
+// also compares sourceip's request middlewares with chi's ClientIPFromXFF and
+// ClientIPFromHeader (middleware_test.go). clientip is measured twice: with
+// ResolveRequest, which parses r.RemoteAddr, and with FromRequest on a
+// request whose connection middleware.ConnContext prepared, as a server
+// serves it (conn_test.go). It is its own module so that none of these frameworks
 // enters the library's dependency graph.
 package compare
 
@@ -96,13 +99,24 @@ func mustCIDRs() []*net.IPNet {
 	return out
 }
 
-// implementations returns the extractors for a scenario, each configured as
-// securely as its API allows.
-func implementations(s scenario) map[string]extractor {
-	out := map[string]extractor{}
+// resolverFor returns sourceip's resolver for a scenario: the trusted set and
+// the one header.
+func resolverFor(s scenario) *clientip.Resolver {
+	return clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet(strings.Join(trusted, ",")), Header: s.header})
+}
 
-	// clientip: the trusted set and the one header.
-	r := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet(strings.Join(trusted, ",")), Header: s.header})
+// implementations returns the extractors for a scenario, each configured as
+// securely as its API allows, and the request each is given: s.request()
+// for all but clientip-conn, whose request has the context a server with
+// middleware.ConnContext gives it.
+func implementations(tb testing.TB, s scenario) (map[string]extractor, map[string]*http.Request) {
+	out := map[string]extractor{}
+	reqs := map[string]*http.Request{}
+
+	// clientip: the trusted set and the one header. ResolveRequest parses
+	// the peer from r.RemoteAddr on each request; FromRequest reads the
+	// connection's node that middleware.ConnContext stored once.
+	r := resolverFor(s)
 	out["clientip"] = func(req *http.Request) (netip.Addr, string) {
 		res, err := r.ResolveRequest(req)
 		if err != nil {
@@ -110,6 +124,14 @@ func implementations(s scenario) map[string]extractor {
 		}
 		return res.Client, ""
 	}
+	out["clientip-conn"] = func(req *http.Request) (netip.Addr, string) {
+		res, err := clientip.FromRequest(req)
+		if err != nil {
+			return netip.Addr{}, ""
+		}
+		return res.Client, ""
+	}
+	reqs["clientip-conn"] = s.connRequest(tb, r)
 
 	// gin: trusted proxies set (the default trusts everyone), only the one header.
 	gin.SetMode(gin.ReleaseMode)
@@ -136,6 +158,13 @@ func implementations(s scenario) map[string]extractor {
 		out["echo"] = str(echo.ExtractIPFromXFFHeader(opts...))
 	case "X-Real-IP":
 		out["echo"] = str(echo.ExtractIPFromRealIPHeader(opts...))
+	}
+	// echo-direct: the host part of r.RemoteAddr, unchecked, with no header
+	// read (ExtractIPDirect). It is no answer for the other scenarios, but
+	// for a direct client it is the least any request-level API that reads
+	// r.RemoteAddr can do: the floor for "direct".
+	if s.name == "direct" {
+		out["echo-direct"] = str(echo.ExtractIPDirect())
 	}
 
 	// chi: the ClientIPFrom* middleware with the trusted prefixes; the answer
@@ -189,35 +218,41 @@ func implementations(s scenario) map[string]extractor {
 
 	if s.impls != nil {
 		for name := range out {
-			if !s.impls[name] {
+			if !s.impls[name] && !(strings.HasPrefix(name, "clientip") && s.impls["clientip"]) {
 				delete(out, name)
 			}
 		}
 	}
-	return out
+	for name := range out {
+		if reqs[name] == nil {
+			reqs[name] = s.request()
+		}
+	}
+	return out, reqs
 }
 
 // TestSameAnswers pins that every implementation names the same client for
 // every scenario, so the benchmark compares equal work.
 func TestSameAnswers(t *testing.T) {
 	for _, s := range scenarios() {
-		for name, ex := range implementations(s) {
-			assert.Equal(t, s.want, ex.answer(s.request()), "%s/%s", s.name, name)
+		impls, reqs := implementations(t, s)
+		for name, ex := range impls {
+			assert.Equal(t, s.want, ex.answer(reqs[name]), "%s/%s", s.name, name)
 		}
 	}
 }
 
 // BenchmarkCompare runs every scenario through every implementation.
 func BenchmarkCompare(b *testing.B) {
-	names := []string{"clientip", "chi", "echo", "gin", "realclientip"}
+	names := []string{"clientip", "clientip-conn", "chi", "echo", "echo-direct", "gin", "realclientip"}
 	for _, s := range scenarios() {
-		impls := implementations(s)
+		impls, reqs := implementations(b, s)
 		for _, name := range names {
 			ex, ok := impls[name]
 			if !ok {
 				continue
 			}
-			req := s.request()
+			req := reqs[name]
 			b.Run(s.name+"/"+name, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {

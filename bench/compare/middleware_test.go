@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"strings"
 	"testing"
 
 	chimw "github.com/go-chi/chi/v5/middleware"
@@ -15,65 +14,106 @@ import (
 	"github.com/sourceip/sourceip/middleware"
 )
 
-// middlewares returns the two request middlewares that resolve from
-// X-Forwarded-For under a trusted set, sourceip's and chi's ClientIPFromXFF,
-// each behind a handler that reads the client from the request context into
-// *got, as an application would.
-func middlewares(tb testing.TB, got *netip.Addr) map[string]http.Handler {
-	resolve, err := middleware.New(middleware.Config{
-		Trust: clientip.MustNew(clientip.Config{
-			TrustedProxies: clientip.MustParsePrefixSet(strings.Join(trusted, ",")),
-			Header:         "X-Forwarded-For",
-		}),
+// The middleware rows, in the order the benchmark runs them.
+var middlewareNames = []string{"sourceip", "sourceip-policy", "chi"}
+
+// middlewares returns, for a scenario chi supports, the request middlewares
+// that resolve under the trusted set, each behind a handler that reads the
+// client into *got as an application would, and the request each is given:
+//   - sourceip: middleware.New, which stores the Result in a copy of the
+//     request, the handler reading it with clientip.FromContext;
+//   - sourceip-policy: no copy: an allowlist policy (middleware.NewSourceRanges)
+//     that resolves on demand, the handler resolving again with
+//     clientip.FromRequest, on a request whose connection
+//     middleware.ConnContext prepared;
+//   - chi: ClientIPFromXFF, or ClientIPFromHeader for a single-address
+//     header, the handler reading chi's context value.
+//
+// Every request carries the context a real net/http server gives it.
+func middlewares(tb testing.TB, s scenario, got *netip.Addr) (map[string]http.Handler, map[string]*http.Request) {
+	trust := resolverFor(s)
+	resolve, err := middleware.New(middleware.Config{Trust: trust})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	policy, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{
+		Allow: clientip.MustParsePrefixSet("198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32"),
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return map[string]http.Handler{
-		"sourceip": resolve(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-			res, _ := clientip.FromContext(r.Context())
-			*got = res.Client
-		})),
-		"chi": chimw.ClientIPFromXFF(trusted...)(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-			*got = chimw.GetClientIPAddr(r.Context())
-		})),
+	chiMW := chimw.ClientIPFromXFF(trusted...)
+	if s.header != "X-Forwarded-For" {
+		chiMW = chimw.ClientIPFromHeader(s.header, trusted...)
 	}
+	plain := s.request().WithContext(serverContext(tb, nil, s.remote))
+	return map[string]http.Handler{
+			"sourceip": resolve(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+				res, _ := clientip.FromContext(r.Context())
+				*got = res.Client
+			})),
+			"sourceip-policy": policy.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+				res, _ := clientip.FromRequest(r)
+				*got = res.Client
+			})),
+			"chi": chiMW(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+				*got = chimw.GetClientIPAddr(r.Context())
+			})),
+		}, map[string]*http.Request{
+			"sourceip":        plain,
+			"sourceip-policy": s.connRequest(tb, trust),
+			"chi":             plain,
+		}
 }
 
-// xffScenarios are the scenarios both middlewares support.
-func xffScenarios() []scenario {
+// middlewareScenarios are the scenarios chi's middlewares support.
+func middlewareScenarios() []scenario {
 	var out []scenario
 	for _, s := range scenarios() {
-		if s.header == "X-Forwarded-For" {
+		if s.header == "X-Forwarded-For" || s.header == "X-Real-IP" {
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
-// TestSameMiddlewareAnswers pins that both middlewares hand the same client
+// TestSameMiddlewareAnswers pins that every middleware hands the same client
 // to the handler for every scenario, so the benchmark compares equal work.
 func TestSameMiddlewareAnswers(t *testing.T) {
 	var got netip.Addr
-	for name, h := range middlewares(t, &got) {
-		for _, s := range xffScenarios() {
+	for _, s := range middlewareScenarios() {
+		hs, reqs := middlewares(t, s, &got)
+		for _, name := range middlewareNames {
 			got = netip.Addr{}
-			h.ServeHTTP(httptest.NewRecorder(), s.request())
+			w := httptest.NewRecorder()
+			hs[name].ServeHTTP(w, reqs[name])
 			assert.Equal(t, s.want, got.String(), "%s/%s", s.name, name)
+			assert.Equal(t, http.StatusOK, w.Code, "%s/%s", s.name, name)
 		}
 	}
 }
 
-// BenchmarkMiddleware runs every X-Forwarded-For scenario through sourceip's
-// middleware and chi's ClientIPFromXFF, each followed by a handler that reads
-// the client from the context.
+// TestPolicyMiddlewareNoAllocs pins the no-copy row's promise: the policy and
+// the handler's second resolution allocate nothing.
+func TestPolicyMiddlewareNoAllocs(t *testing.T) {
+	var got netip.Addr
+	w := httptest.NewRecorder()
+	for _, s := range middlewareScenarios() {
+		hs, reqs := middlewares(t, s, &got)
+		h, req := hs["sourceip-policy"], reqs["sourceip-policy"]
+		assert.Zero(t, testing.AllocsPerRun(100, func() { h.ServeHTTP(w, req) }), s.name)
+	}
+}
+
+// BenchmarkMiddleware runs every scenario chi supports through sourceip's
+// middlewares and chi's, each followed by a handler that reads the client.
 func BenchmarkMiddleware(b *testing.B) {
 	var got netip.Addr
-	hs := middlewares(b, &got)
 	w := httptest.NewRecorder()
-	for _, s := range xffScenarios() {
-		for _, name := range []string{"sourceip", "chi"} {
-			h, req := hs[name], s.request()
+	for _, s := range middlewareScenarios() {
+		hs, reqs := middlewares(b, s, &got)
+		for _, name := range middlewareNames {
+			h, req := hs[name], reqs[name]
 			b.Run(s.name+"/"+name, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
@@ -124,7 +164,7 @@ func BenchmarkMiddlewareFloor(b *testing.B) {
 		got, _ = r.Context().Value(floorKey{}).(*netip.Addr)
 	}))
 	w := httptest.NewRecorder()
-	req := xffScenarios()[0].request()
+	req := middlewareScenarios()[0].request()
 	b.ReportAllocs()
 	for b.Loop() {
 		h.ServeHTTP(w, req)

@@ -1,8 +1,12 @@
 // Command chiclientip is a chi server behind reverse proxies that append
 // X-Forwarded-For: the sourceip middleware resolves each request's client
 // once, before routing, and an admin route group admits only an office range.
+// With -policy it copies no request: the server's ConnContext attaches the
+// trust once per connection and a policy of chi routes (policy.go) judges
+// each request on demand.
 //
 //	go run ./chiclientip -addr 127.0.0.1:8080 -trusted 10.0.0.0/8 -office 198.51.100.0/24
+//	go run ./chiclientip -policy -trusted 10.0.0.0/8 -office 198.51.100.0/24 -blocked 198.51.100.66
 package main
 
 import (
@@ -11,6 +15,7 @@ import (
 	"log"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -47,18 +52,27 @@ func newRouter(trust clientip.Trust, office clientip.PrefixSet, obs middleware.O
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
-	var trusted, office clientip.PrefixSet
+	usePolicy := flag.Bool("policy", false, "resolve on demand, with a policy of chi routes, without request copies")
+	var trusted, office, blocked clientip.PrefixSet
 	flag.Var(&trusted, "trusted", "trusted reverse proxies (addresses, prefixes, presets; repeatable)")
 	flag.Var(&office, "office", "client ranges admitted to /admin (repeatable)")
+	flag.Var(&blocked, "blocked", "with -policy: client ranges refused on /hello and /admin/audit (repeatable)")
 	flag.Parse()
 
 	resolver, err := clientip.New(clientip.Config{TrustedProxies: trusted, Header: "X-Forwarded-For"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	h, err := newRouter(resolver, office, middleware.LogObserver(slog.Default()))
+	obs := middleware.LogObserver(slog.Default())
+	srv := &http.Server{Addr: *addr, ReadHeaderTimeout: 10 * time.Second}
+	if *usePolicy {
+		srv.Handler, err = newPolicyRouter(office, blocked, obs)
+		srv.ConnContext = middleware.ConnContext(resolver)
+	} else {
+		srv.Handler, err = newRouter(resolver, office, obs)
+	}
 	if err != nil {
 		log.Fatal(err)
 	}
-	log.Fatal(http.ListenAndServe(*addr, h))
+	log.Fatal(srv.ListenAndServe())
 }

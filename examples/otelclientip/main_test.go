@@ -119,7 +119,7 @@ func TestOpenTelemetry(t *testing.T) {
 		{name: "forged leftmost entry", path: "/", peer: "10.0.0.2:40000", xff: "6.6.6.6, 203.0.113.7", code: 200,
 			attrs: "client.address=203.0.113.7 network.peer.address=10.0.0.2 network.peer.port=40000 sourceip.header=X-Forwarded-For sourceip.hop=1 sourceip.outcome=resolved sourceip.source=x-forwarded-for sourceip.via=10.0.0.2"},
 		{name: "direct client denied", path: "/admin", peer: "203.0.113.9:5000", xff: "198.51.100.7", code: 403,
-			attrs: "client.address=203.0.113.9 client.port=5000 network.peer.address=203.0.113.9 network.peer.port=5000 sourceip.hop=0 sourceip.outcome=resolved sourceip.reason=not_allowed sourceip.source=socket"},
+			attrs: "client.address=203.0.113.9 client.port=5000 network.peer.address=203.0.113.9 network.peer.port=5000 sourceip.hop=0 sourceip.outcome=resolved sourceip.reason=not_allowed sourceip.rule=source-ranges sourceip.source=socket"},
 		{name: "malformed chain", path: "/", peer: "10.0.0.2:40000", xff: "198.51.100.7, junk", code: 400,
 			// otelhttp's client.address (the leftmost entry, which the client
 			// wrote) is cleared: the request was refused and sourceip.outcome
@@ -127,13 +127,13 @@ func TestOpenTelemetry(t *testing.T) {
 			attrs: "client.address= network.peer.address=10.0.0.2 network.peer.port=40000 sourceip.header=X-Forwarded-For sourceip.hop=1 sourceip.outcome=malformed sourceip.source=none"},
 		{name: "masquerading node", path: "/admin", peer: "192.168.1.10:3000", code: 403,
 			// A node is not a client: client.address is cleared.
-			attrs: "client.address= network.peer.address=192.168.1.10 network.peer.port=3000 sourceip.hop=0 sourceip.masqueraded=true sourceip.outcome=masqueraded sourceip.reason=masqueraded sourceip.source=socket"},
+			attrs: "client.address= network.peer.address=192.168.1.10 network.peer.port=3000 sourceip.hop=0 sourceip.masqueraded=true sourceip.outcome=masqueraded sourceip.reason=masqueraded sourceip.rule=source-ranges sourceip.source=socket"},
 		{name: "forged entry before a masquerading node", path: "/", peer: "10.0.0.2:40000", xff: "6.6.6.6, 192.168.1.10", code: 200,
 			attrs: "client.address= network.peer.address=10.0.0.2 network.peer.port=40000 sourceip.header=X-Forwarded-For sourceip.hop=1 sourceip.masqueraded=true sourceip.outcome=masqueraded sourceip.source=x-forwarded-for sourceip.via=10.0.0.2"},
 		{name: "forged entry before garbage", path: "/", peer: "10.0.0.2:40000", xff: "6.6.6.6, junk", code: 400,
 			attrs: "client.address= network.peer.address=10.0.0.2 network.peer.port=40000 sourceip.header=X-Forwarded-For sourceip.hop=1 sourceip.outcome=malformed sourceip.source=none"},
 		{name: "admitted through two proxies", path: "/admin", peer: "10.0.0.2:40000", xff: "198.51.100.7, 10.0.0.3", code: 200,
-			attrs: "client.address=198.51.100.7 network.peer.address=10.0.0.2 network.peer.port=40000 sourceip.header=X-Forwarded-For sourceip.hop=2 sourceip.outcome=resolved sourceip.source=x-forwarded-for sourceip.via=10.0.0.3"},
+			attrs: "client.address=198.51.100.7 network.peer.address=10.0.0.2 network.peer.port=40000 sourceip.header=X-Forwarded-For sourceip.hop=2 sourceip.outcome=resolved sourceip.rule=source-ranges sourceip.source=x-forwarded-for sourceip.via=10.0.0.3"},
 	}
 	for _, tc := range requests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -207,8 +207,13 @@ func TestOpenTelemetry(t *testing.T) {
 		},
 		otelsourceip.MasqueradeDetectionsName: {"sourceip.source=socket: 1", "sourceip.source=x-forwarded-for: 1"},
 		otelsourceip.PolicyDenialsName: {
-			"sourceip.reason=masqueraded,sourceip.source=socket: 1",
-			"sourceip.reason=not_allowed,sourceip.source=socket: 1",
+			"sourceip.reason=masqueraded,sourceip.rule=source-ranges,sourceip.source=socket: 1",
+			"sourceip.reason=not_allowed,sourceip.rule=source-ranges,sourceip.source=socket: 1",
+		},
+		otelsourceip.PolicyDecisionsName: {
+			"sourceip.outcome=masqueraded,sourceip.rule=source-ranges: 1",
+			"sourceip.outcome=not_allowed,sourceip.rule=source-ranges: 1",
+			"sourceip.outcome=resolved,sourceip.rule=source-ranges: 1",
 		},
 		otelsourceip.ProxyRejectionsName: {"sourceip.reason=untrusted_header: 1"},
 	}
@@ -216,6 +221,7 @@ func TestOpenTelemetry(t *testing.T) {
 		otelsourceip.ResolutionsName:          "{resolution}",
 		otelsourceip.MasqueradeDetectionsName: "{detection}",
 		otelsourceip.PolicyDenialsName:        "{denial}",
+		otelsourceip.PolicyDecisionsName:      "{decision}",
 		otelsourceip.ProxyRejectionsName:      "{connection}",
 	}
 	var found int

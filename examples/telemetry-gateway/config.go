@@ -73,6 +73,7 @@ type options struct {
 	natsAckTimeout, natsDuplicates   time.Duration
 	maxPayload                       int
 	topicPrefix                      string
+	topicPolicy                      string
 
 	rate        float64
 	rateBurst   int
@@ -144,6 +145,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.natsMaxPending, "nats-max-pending", jetstream.DefaultMaxPending, "with -nats-url: readings waiting for JetStream's acknowledgement at most; devices are slowed down beyond")
 	fs.IntVar(&o.maxPayload, "max-payload", 64<<10, "largest reading in bytes")
 	fs.StringVar(&o.topicPrefix, "topic-prefix", "telemetry/", "topics devices may publish to")
+	fs.StringVar(&o.topicPolicy, "topic-policy", "", "JSON file of rules per MQTT topic filter under -topic-prefix: the client ranges each admits (see README); empty: every admitted client may publish under -topic-prefix")
 
 	fs.Float64Var(&o.rate, "rate", 0, "readings per second per client (IPv4 address or IPv6 /64); 0: unlimited")
 	fs.IntVar(&o.rateBurst, "rate-burst", 20, "readings a client may send at once")

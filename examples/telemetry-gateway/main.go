@@ -38,6 +38,7 @@ import (
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/jetstream"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/sourceip/sourceip/internal/version"
+	"github.com/sourceip/sourceip/middleware"
 	"go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
@@ -236,6 +237,12 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 	if err != nil {
 		return gateway.Config{}, err
 	}
+	var topics *middleware.Policy
+	if o.topicPolicy != "" {
+		if topics, err = readTopicPolicy(o.topicPolicy); err != nil {
+			return gateway.Config{}, fmt.Errorf("-topic-policy: %w", err)
+		}
+	}
 	mochiLevel, _ := parseLevel(o.mochiLogLevel) // checked by parseOptions
 	header := o.httpHeader
 	if o.httpTrusted.Len() == 0 {
@@ -252,7 +259,7 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		HTTPReadTimeout: o.httpReadTimeout,
 		Sink:            sink.Config{Path: o.sinkPath, Sync: o.sinkSync, MaxDevices: o.sinkMaxDevices},
 		SinkMinFree:     uint64(o.sinkMinFree), SinkCheckInterval: o.sinkCheckInterval,
-		MaxPayload: o.maxPayload, TopicPrefix: o.topicPrefix,
+		MaxPayload: o.maxPayload, TopicPrefix: o.topicPrefix, TopicPolicy: topics,
 		RateLimit: o.rate, RateBurst: o.rateBurst, RateMaxWait: o.rateMaxWait,
 		KubeHealthAddr: o.kubeHealthAddr, KubeService: o.kubeService, KubeEndpoint: ep,
 		Logger: log, MochiLogLevel: mochiLevel,

@@ -1,7 +1,7 @@
 // Package otelsourceip reports sourceip's decisions to OpenTelemetry: the
 // resolved client and the socket peer as span attributes, and counters of
 // resolutions, masquerade detections, PROXY protocol refusals and policy
-// denials. It uses only the OpenTelemetry API (go.opentelemetry.io/otel,
+// decisions and denials, by the rule that made them. It uses only the OpenTelemetry API (go.opentelemetry.io/otel,
 // /metric and /trace) and semantic conventions v1.43.0; the application
 // chooses the SDK and exporters.
 //
@@ -21,7 +21,7 @@
 //	reg, err = inst.ObserveStore("mqtt", trust)  // trust a *clientip.Store
 //	reg, err = inst.ObserveRefresher("cloudflare", refresher)
 //	resolve, err := middleware.New(middleware.Config{Trust: trust, Observer: inst})
-//	policy, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{Allow: ranges, Observer: inst})
+//	policy, err := middleware.NewPolicy(middleware.PolicyConfig{Rules: rules, Observer: inst})
 //
 // For connections resolved with middleware.NewListener, call
 // inst.ObserveResolve with the connection's context and the values of
@@ -37,8 +37,8 @@
 // network.peer.address and network.peer.port for the socket peer, and
 // sourceip.source, sourceip.outcome, sourceip.hop, sourceip.header,
 // sourceip.via, sourceip.proxy.address, sourceip.proxy.port and
-// sourceip.masqueraded for the rest of the chain. A denial adds
-// sourceip.reason. The one span it records itself is
+// sourceip.masqueraded for the rest of the chain. A policy decision adds
+// sourceip.rule, and a denial sourceip.reason. The one span it records itself is
 // sourceip.proxyproto.reject, for connections a PROXY listener refused, which
 // never reach a handler.
 //
@@ -50,7 +50,13 @@
 //	sourceip.resolutions            {resolution}  sourceip.source, sourceip.outcome
 //	sourceip.masquerade.detections  {detection}   sourceip.source
 //	sourceip.proxyproto.rejections  {connection}  sourceip.reason (a proxyproto.Reason)
-//	sourceip.policy.denials         {denial}      sourceip.source, sourceip.reason (not_allowed, unresolved, masqueraded)
+//	sourceip.policy.denials         {denial}      sourceip.source, sourceip.reason (not_allowed, unresolved, masqueraded), sourceip.rule
+//	sourceip.policy.decisions       {decision}    sourceip.rule, sourceip.outcome (resolved: admitted; not_allowed, unresolved, masqueraded)
+//
+// sourceip.rule is the name of the middleware.Policy rule that decided: rule
+// names are configuration, so there are as many values as rules (at most
+// MaxRules; beyond that OverflowRule). Denials reported without a rule (an
+// error that is not a *middleware.Denial) carry no sourceip.rule.
 //
 // and, per listener given to ObserveListener, read from its Stats when the
 // meter collects (asynchronous instruments, each with sourceip.listener when

@@ -72,6 +72,10 @@ type Instrumentation struct {
 	masquerades metric.Int64Counter
 	rejections  metric.Int64Counter
 	denials     metric.Int64Counter
+	decisions   metric.Int64Counter
+
+	// The measurement options of each policy rule seen.
+	rules rules
 
 	// Read from proxyproto.Listener.Stats when the meter collects.
 	shed         metric.Int64ObservableCounter
@@ -135,6 +139,10 @@ func New(opts ...Option) (*Instrumentation, error) {
 		metric.WithDescription("Requests or connections a source-range policy refused, by reason and by the layer the client came from."),
 		metric.WithUnit("{denial}"))
 	err = errors.Join(err, e)
+	in.decisions, e = m.Int64Counter(PolicyDecisionsName,
+		metric.WithDescription("Decisions of a policy, admissions and refusals, by the rule that decided and the outcome."),
+		metric.WithUnit("{decision}"))
+	err = errors.Join(err, e)
 	in.shed, e = m.Int64ObservableCounter(ProxyShedName,
 		metric.WithDescription("Connections from untrusted peers a PROXY protocol listener closed on arrival, unread, because a pending budget was spent, by reason."),
 		metric.WithUnit("{connection}"))
@@ -169,6 +177,7 @@ func New(opts ...Option) (*Instrumentation, error) {
 	for r := range numReasons {
 		in.rejectOpts[r] = opt(ReasonKey.String(proxyproto.Reason(r).String()))
 	}
+	in.rules.overflow = newRuleOpts(OverflowRule)
 	return in, nil
 }
 
@@ -190,15 +199,26 @@ func (in *Instrumentation) ObserveResolve(ctx context.Context, res clientip.Resu
 }
 
 // ObserveDeny records one policy denial, err being what
-// middleware.SourceRanges.Check returned: it counts it in
-// sourceip.policy.denials by reason and source and, when ctx carries a
-// recording span, sets sourceip.reason on it. It implements
+// middleware.Policy.Check returned: it counts it in sourceip.policy.denials
+// by reason and source, and by sourceip.rule when err names the rule that
+// refused (a *middleware.Denial), and, when ctx carries a recording span,
+// sets sourceip.reason (and sourceip.rule) on it. It implements
 // [middleware.Observer].
 func (in *Instrumentation) ObserveDeny(ctx context.Context, res clientip.Result, err error) {
 	s, o := sourceIndex(res.Source), middleware.OutcomeOf(err)
-	in.denials.Add(ctx, 1, in.denyOpts[s][outcomeIndex(o)]...)
+	rule, named := middleware.RuleOf(err)
+	var ro *ruleOpts
+	if named {
+		ro = in.rules.of(rule)
+		in.denials.Add(ctx, 1, ro.deny[s][verdictIndex(o)]...)
+	} else {
+		in.denials.Add(ctx, 1, in.denyOpts[s][outcomeIndex(o)]...)
+	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(ReasonKey.String(o.String()))
+		if named {
+			span.SetAttributes(ro.span)
+		}
 	}
 }
 

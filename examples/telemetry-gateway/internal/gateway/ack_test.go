@@ -66,22 +66,31 @@ func TestAcksInPublishOrder(t *testing.T) {
 
 			var buf []byte
 			var want []uint16
-			for i := range 34 {
+			n := 34
+			if version == 5 {
+				n++ // the forbidden topic never reaches the store
+			}
+			for i := range n {
 				pid := uint16(i + 1)
 				payload := device.Reading(id, uint64(i), 20)
+				topic := "telemetry/" + id
 				switch i {
 				case 5:
 					payload = []byte(`{"device":"someone-else","seq":5}`)
 				case 9: // the same packet id again while it waits
 					pid = 9
+				case 12: // a forbidden topic (MQTT 3.1.1 would be disconnected)
+					if version == 5 {
+						topic = "elsewhere/" + id
+					}
 				}
-				buf = c.AppendPublish(buf, "telemetry/"+id, pid, 1, payload)
+				buf = c.AppendPublish(buf, topic, pid, 1, payload)
 				if i != 9 && (i != 5 || version == 5) {
 					want = append(want, pid)
 				}
 			}
-			// 34 sent, one refused and one retransmitted: 32 answered by
-			// the store, in four groups of 8.
+			// 34 sent, one refused and one retransmitted (35 and two refused
+			// with MQTT 5): 32 answered by the store, in four groups of 8.
 			require.NoError(t, c.Write(buf))
 			var got []uint16
 			codes := map[uint16]byte{}
@@ -95,6 +104,7 @@ func TestAcksInPublishOrder(t *testing.T) {
 			assert.Equal(t, want, got, "PUBACKs in PUBLISH order")
 			if version == 5 {
 				assert.EqualValues(t, 0x87, codes[6], "the refused reading's negative PUBACK, in its place")
+				assert.EqualValues(t, 0x87, codes[13], "the forbidden topic's negative PUBACK, in its place, not ahead of the readings before it")
 			}
 		})
 	}

@@ -144,6 +144,14 @@ type Config struct {
 	// "telemetry/". It must be a valid start of an MQTT topic name (see
 	// CheckTopicPrefix).
 	TopicPrefix string
+	// TopicPolicy, when not nil, judges each topic a connected device
+	// publishes to under TopicPrefix by the client resolved for its
+	// connection, rule by rule (a middleware.Policy of TargetTopics): a
+	// refused PUBLISH is dropped (QoS 0), acknowledged with 0x87 not
+	// authorized (MQTT 5) or ends the connection (MQTT 3.1.1, which has no
+	// negative acknowledgement), and counted as a refused message. Nil: every
+	// admitted client may publish anywhere under TopicPrefix.
+	TopicPolicy *middleware.Policy
 
 	// RateLimit is the readings per second one client may send (0: no
 	// limit), RateBurst the bucket size (zero means 1), and RateMaxWait how
@@ -223,6 +231,9 @@ func (cfg *Config) check() error {
 	}
 	if cfg.MaxPayload < 0 || cfg.MaxPayload > MaxPayloadLimit {
 		errs = append(errs, fmt.Errorf("MaxPayload %d: want 0 to %d bytes", cfg.MaxPayload, MaxPayloadLimit))
+	}
+	if cfg.TopicPolicy != nil && cfg.TopicPolicy.Targets() != middleware.TargetTopics {
+		errs = append(errs, fmt.Errorf("TopicPolicy judges %v, not MQTT topics", cfg.TopicPolicy.Targets()))
 	}
 	if cfg.TopicPrefix != "" {
 		if err := CheckTopicPrefix(cfg.TopicPrefix); err != nil {

@@ -48,7 +48,7 @@ type Gateway struct {
 	cfg     Config
 	log     *slog.Logger
 	met     *instruments
-	allow   *middleware.SourceRanges // nil: allow all resolved clients
+	allow   *middleware.Policy // nil: allow all resolved clients
 	limiter *ratelimit.Limiter
 	masq    *masqWarner
 	store   Store      // where readings go: sink, or Config.Store

@@ -12,9 +12,9 @@ import (
 // gateway writes better itself:
 //   - "publish packet error", which mochi writes at Error for every reading
 //     a hook refuses; the gateway logs those with their layers;
-//   - "error processing packet" for a PUBLISH the ACL refused ("not
-//     authorized": mochi disconnects an MQTT 3.1.1 client for it), which the
-//     hook logged with every layer and the reason (topicRefused).
+//   - "error processing packet" for a "not authorized" disconnection
+//     (the hook ends an MQTT 3.1.1 connection that publishes to a topic it
+//     may not), which the hook logged with every layer and the reason.
 //
 // Other "error processing packet" lines (protocol errors) are passed on with
 // the packet's type instead of its "pk" field, where mochi dumps the whole

@@ -301,7 +301,7 @@ func (g *Gateway) admit(res clientip.Result, err error) error {
 		return ErrDirectClient
 	}
 	if g.allow != nil {
-		return g.allow.Check(res, err)
+		return g.allow.Check("", res, err)
 	}
 	if err != nil && !errors.Is(err, clientip.ErrMasqueraded) {
 		return fmt.Errorf("%w: %w", middleware.ErrUnresolved, err)
@@ -317,38 +317,34 @@ func (g *Gateway) notify(c Connection) {
 
 func (h *hook) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
 
-// OnACLCheck lets devices publish under the topic prefix and nothing else:
-// the gateway is ingest only, the sink is the consumer. A refused publish is
-// logged (topicRefused); mochi then answers it itself.
-func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
-	if !write {
-		return false
-	}
-	if !strings.HasPrefix(topic, h.g.cfg.TopicPrefix) {
-		h.topicRefused(cl, topic, fmt.Errorf("topic %q is outside the topic prefix %q", topic, h.g.cfg.TopicPrefix))
-		return false
-	}
-	return true
-}
+// OnACLCheck admits every PUBLISH to OnPublish, which judges its topic
+// (topicRefusal), and refuses every subscription: the gateway is ingest only,
+// the sink is the consumer. A PUBLISH the ACL refused would be answered by
+// mochi itself, from the read loop, ahead of the acknowledgements still
+// queued for earlier readings (MQTT requires them in order), and judged by
+// its topic before a topic alias is resolved.
+func (h *hook) OnACLCheck(_ *mqtt.Client, _ string, write bool) bool { return write }
 
-// topicRefused logs a PUBLISH the ACL refused, as one line with every layer
-// and the reason, and counts it. mochi answers it without calling OnPublish:
-// MQTT 5 gets PUBACK (or PUBREC) 0x87 "not authorized" at QoS 1 and 2; an
-// MQTT 3.1.1 client, which has no negative acknowledgement, is disconnected
-// at QoS 1 and 2 (mochi's own line about it is filtered: see
-// mochiLogFilter); at QoS 0 the reading is dropped.
-func (h *hook) topicRefused(cl *mqtt.Client, topic string, err error) {
-	v, _ := h.sessions.Load(cl)
-	s, _ := v.(*session)
-	if s == nil {
-		return
+// topicRefusal judges the topic of a PUBLISH: it must lie under the topic
+// prefix and, with a topic policy, be admitted for the connection's client
+// by the policy's rule for it, whose decision goes to the Observer. It
+// returns nil, or the refusal and the rule that made it ("" for the prefix).
+func (h *hook) topicRefusal(ctx context.Context, s *session, topic string) (string, error) {
+	g := h.g
+	if !strings.HasPrefix(topic, g.cfg.TopicPrefix) {
+		return "", fmt.Errorf("topic %q is outside the topic prefix %q", topic, g.cfg.TopicPrefix)
 	}
-	ctx := context.Background()
-	s.refused.Add(1)
-	h.g.met.message(ctx, "mqtt", "forbidden_topic")
-	h.g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt reading refused",
-		s.refusal(slog.String("topic", topic), slog.String("outcome", "forbidden_topic"), slog.String("error", err.Error()),
-			slog.String("answer", map[bool]string{true: "PUBACK 0x87 at QoS 1 and 2", false: "disconnected at QoS 1 and 2"}[cl.Properties.ProtocolVersion == 5]))...)
+	if g.cfg.TopicPolicy == nil {
+		return "", nil
+	}
+	d := g.cfg.TopicPolicy.Decide(topic, s.conn.Result, s.conn.ResolveErr)
+	if obs, ok := g.cfg.Observer.(middleware.DecisionObserver); ok {
+		obs.ObserveDecision(ctx, s.conn.Result, d)
+	}
+	if d.Err != nil && g.cfg.Observer != nil {
+		g.cfg.Observer.ObserveDeny(ctx, s.conn.Result, d.Err)
+	}
+	return d.Rule, d.Err
 }
 
 // refusal returns the log fields of a refused reading: clientip's Result as
@@ -393,9 +389,12 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	case 2:
 		s.acks.waitIdle()
 	}
+	if rule, err := h.topicRefusal(ctx, s, pk.TopicName); err != nil {
+		return h.refuse(ctx, cl, pk, s, p, refusal{outcome: "forbidden_topic", code: packets.ErrNotAuthorized, err: err, rule: rule, end311: true})
+	}
 	rec, outcome, code, err := h.record(cl, pk, s)
 	if err != nil {
-		return h.refuse(ctx, cl, pk, s, p, outcome, code, err)
+		return h.refuse(ctx, cl, pk, s, p, refusal{outcome: outcome, code: code, err: err})
 	}
 	switch pk.FixedHeader.Qos {
 	case 0: // nobody waits for an acknowledgement: queue it and read on
@@ -490,31 +489,54 @@ func (h *hook) storeFailed(cl *mqtt.Client, s *session, rec *sink.Record, err er
 	}
 }
 
-// refuse turns a rejected reading into MQTT: a PUBACK with reason code for
-// MQTT 5 at QoS 1 and 2, nothing at all otherwise (MQTT 3.1.1 has no
-// negative acknowledgement; the reading is dropped and logged). A QoS 1
-// refusal takes its place in the ackQueue (p) like any other answer.
-func (h *hook) refuse(ctx context.Context, cl *mqtt.Client, pk packets.Packet, s *session, p *pendingAck, outcome string, code packets.Code, err error) (packets.Packet, error) {
+// refusal is why a reading is refused: its outcome (the message counter's
+// label), the MQTT 5 reason code, the error, the policy rule that refused it
+// if one did, and whether an MQTT 3.1.1 client is disconnected for it at QoS
+// 1 and 2 (as brokers do for a topic they do not authorise) rather than left
+// without an acknowledgement.
+type refusal struct {
+	outcome string
+	code    packets.Code
+	err     error
+	rule    string
+	end311  bool
+}
+
+// refuse turns a rejected reading into MQTT: a PUBACK (PUBREC at QoS 2) with
+// the reason code for MQTT 5 at QoS 1 and 2; for MQTT 3.1.1, which has no
+// negative acknowledgement, nothing, or the end of the connection when
+// why.end311 says so; at QoS 0 nothing. A QoS 1 refusal takes its place in
+// the ackQueue (p) like any other answer.
+func (h *hook) refuse(ctx context.Context, cl *mqtt.Client, pk packets.Packet, s *session, p *pendingAck, why refusal) (packets.Packet, error) {
 	g := h.g
 	s.refused.Add(1)
-	g.met.message(ctx, "mqtt", outcome)
-	acked := cl.Properties.ProtocolVersion == 5 && pk.FixedHeader.Qos > 0
+	g.met.message(ctx, "mqtt", why.outcome)
+	v5, qos := cl.Properties.ProtocolVersion == 5, pk.FixedHeader.Qos
+	acked := v5 && qos > 0
+	end := !v5 && qos > 0 && why.end311
 	answer := "none (MQTT 3.1.1 has no negative acknowledgement)"
 	switch {
 	case acked:
-		answer = fmt.Sprintf("PUBACK 0x%02x", code.Code)
-	case pk.FixedHeader.Qos == 0:
+		answer = fmt.Sprintf("PUBACK 0x%02x", why.code.Code)
+	case end:
+		answer = "disconnected (MQTT 3.1.1 has no negative acknowledgement)"
+	case qos == 0:
 		answer = "none (QoS 0)"
 	}
-	g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt reading refused",
-		s.refusal(slog.String("topic", pk.TopicName), slog.Int("qos", int(pk.FixedHeader.Qos)), slog.String("outcome", outcome),
-			slog.String("error", err.Error()), slog.String("answer", answer))...)
-	if p != nil {
-		s.acks.answer(p, acked, code)
-		return pk, packets.ErrRejectPacket
+	as := []slog.Attr{slog.String("topic", pk.TopicName), slog.Int("qos", int(qos)), slog.String("outcome", why.outcome)}
+	if why.rule != "" {
+		as = append(as, slog.String("rule", why.rule))
 	}
-	if acked {
-		return pk, code
+	as = append(as, slog.String("error", why.err.Error()), slog.String("answer", answer))
+	g.log.LogAttrs(ctx, slog.LevelWarn, "mqtt reading refused", s.refusal(as...)...)
+	if p != nil {
+		s.acks.answer(p, acked, why.code)
+	}
+	switch {
+	case end:
+		_ = g.srv.DisconnectClient(cl, why.code)
+	case acked && p == nil: // QoS 2: mochi writes the PUBREC
+		return pk, why.code
 	}
 	return pk, packets.ErrRejectPacket
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
+	"github.com/sourceip/sourceip/middleware"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -238,4 +241,67 @@ func TestCertificateBindsClientID(t *testing.T) {
 	c, err := device.Connect(t.Context(), cfg)
 	require.NoError(t, err)
 	c.Close()
+}
+
+// TestTopicPolicy: with a topic policy, each PUBLISH is judged by the first
+// rule whose filter covers its topic, for the client the connection
+// resolved to: a refused reading gets PUBACK 0x87 (MQTT 5), or ends the
+// connection (MQTT 3.1.1), never reaches the sink, and is logged with its
+// rule; an admitted one is stored.
+func TestTopicPolicy(t *testing.T) {
+	policy, err := middleware.NewPolicy(middleware.PolicyConfig{
+		Targets: middleware.TargetTopics,
+		Rules: []middleware.Rule{
+			{Name: "secret", Target: "telemetry/secret/#", Allow: clientip.MustParsePrefixSet("127.0.0.40/30")},
+			{Name: "fleet", Target: "telemetry/#", Allow: clientip.MustParsePrefixSet("127.0.0.0/24"), Deny: clientip.MustParsePrefixSet("127.0.0.66")},
+		},
+	})
+	require.NoError(t, err)
+	e := start(t, func(c *Config) { c.TopicPolicy = policy })
+	tests := []struct {
+		name, id, src, topic string
+		version              byte
+		refused              bool
+		rule                 string
+	}{
+		{"secret topic from its range", "s1", "127.0.0.41:4400", "telemetry/secret/s1", 5, false, "secret"},
+		{"secret topic from elsewhere in the fleet", "s2", "127.0.0.50:4400", "telemetry/secret/s2", 5, true, "secret"},
+		{"fleet topic", "f1", "127.0.0.50:4401", "telemetry/f1", 5, false, "fleet"},
+		{"fleet topic from its deny list", "f2", "127.0.0.66:4400", "telemetry/f2", 5, true, "fleet"},
+		{"MQTT 3.1.1 refused: the connection ends", "f3", "127.0.0.66:4401", "telemetry/f3", 4, true, "fleet"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := e.device(tc.id, tc.version, 2, tc.src)
+			cfg.Timeout = time.Second
+			c, err := device.Connect(t.Context(), cfg)
+			require.NoError(t, err)
+			defer c.Close()
+			err = c.Publish(t.Context(), tc.topic, 1, device.Reading(tc.id, 1, 1))
+			if !tc.refused {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			var pe *device.PublishError
+			if tc.version == 5 && assert.ErrorAs(t, err, &pe) {
+				assert.EqualValues(t, 0x87, pe.Code, "PUBACK not authorized")
+			}
+			e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt reading refused", "outcome": "forbidden_topic", "client_id": tc.id,
+				"rule": tc.rule, "topic": tc.topic, "clientip.client": netip.MustParseAddrPort(tc.src).Addr().String()})
+		})
+	}
+	sum := e.summary(t)
+	for id, n := range map[string]int{"s1/1": 1, "f1/1": 1, "s2/1": 0, "f2/1": 0, "f3/1": 0} {
+		assert.Equal(t, n, sum.Count[id], "records of %s", id)
+	}
+}
+
+// A policy of another kind is refused at New.
+func TestTopicPolicyKind(t *testing.T) {
+	names, err := middleware.NewPolicy(middleware.PolicyConfig{Targets: middleware.TargetNames})
+	require.NoError(t, err)
+	cfg := Config{MQTTAddr: "127.0.0.1:0", TLS: &tls.Config{}, Sink: sink.Config{Path: filepath.Join(t.TempDir(), "s")}, TopicPolicy: names}
+	_, err = New(cfg)
+	assert.ErrorContains(t, err, "TopicPolicy judges names")
 }

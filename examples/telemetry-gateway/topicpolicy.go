@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/middleware"
+)
+
+// maxTopicPolicyBytes bounds -topic-policy.
+const maxTopicPolicyBytes = 1 << 20
+
+// topicRule is one rule of a -topic-policy file. The prefix sets are
+// comma-separated lists of addresses, CIDR prefixes or presets, as the
+// address flags take them.
+type topicRule struct {
+	Name             string             `json:"name"`
+	Topic            string             `json:"topic"`
+	Allow            clientip.PrefixSet `json:"allow"`
+	Deny             clientip.PrefixSet `json:"deny"`
+	AdmitMasqueraded bool               `json:"admit_masqueraded"`
+	AdmitInternal    bool               `json:"admit_internal"`
+}
+
+// topicPolicyFile is the JSON of -topic-policy.
+type topicPolicyFile struct {
+	Rules   []topicRule `json:"rules"`
+	Default topicRule   `json:"default"`
+}
+
+func (r topicRule) rule() middleware.Rule {
+	return middleware.Rule{Name: r.Name, Target: r.Topic, Allow: r.Allow, Deny: r.Deny,
+		AdmitMasqueraded: r.AdmitMasqueraded, AdmitInternal: r.AdmitInternal}
+}
+
+// readTopicPolicy reads a -topic-policy file: MQTT topic filters, each with
+// the client ranges it admits, the first that covers a topic deciding, and a
+// default for the topics no rule covers, which refuses every client unless
+// it says otherwise:
+//
+//	{"rules": [
+//	   {"name": "firmware", "topic": "telemetry/+/firmware", "allow": "10.1.0.0/24"},
+//	   {"name": "fleet", "topic": "telemetry/#", "allow": "10.0.0.0/8, 2001:db8::/32", "deny": "10.66.0.0/16"}],
+//	 "default": {"allow": ""}}
+//
+// Unknown fields and trailing data are errors, and so is anything
+// middleware.NewPolicy refuses (a filter an earlier rule always covers, a
+// repeated name).
+func readTopicPolicy(path string) (*middleware.Policy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTopicPolicyBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxTopicPolicyBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxTopicPolicyBytes)
+	}
+	return parseTopicPolicy(b)
+}
+
+func parseTopicPolicy(b []byte) (*middleware.Policy, error) {
+	var file topicPolicyFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&file); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("data after the policy")
+	}
+	if file.Default.Topic != "" {
+		return nil, errors.New("the default rule has a topic; it decides what no rule covers")
+	}
+	cfg := middleware.PolicyConfig{Targets: middleware.TargetTopics, Default: file.Default.rule()}
+	for _, r := range file.Rules {
+		cfg.Rules = append(cfg.Rules, r.rule())
+	}
+	return middleware.NewPolicy(cfg)
+}
