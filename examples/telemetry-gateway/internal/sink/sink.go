@@ -48,6 +48,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -198,6 +199,8 @@ type Sink struct {
 	sync  func() error
 
 	failed atomic.Pointer[error]
+
+	requests sync.Pool // *request, with their line buffers
 
 	records, duplicates, batches, syncs, bytes atomic.Uint64
 	existing, corrupt                          uint64
@@ -450,26 +453,53 @@ func (s *Sink) Submit(ctx context.Context, rec *Record, done func(Result, error)
 	if p := s.failed.Load(); p != nil {
 		return *p
 	}
-	line, err := rec.AppendJSON(make([]byte, 0, 512+len(rec.Payload)))
+	req := s.newRequest()
+	line, err := rec.AppendJSON(slices.Grow(req.line[:0], 512+len(rec.Payload)))
+	req.line = append(line, '\n')
+	if err == nil && len(req.line) > s.cfg.MaxLineBytes {
+		err = fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(req.line), s.cfg.MaxLineBytes)
+	}
 	if err != nil {
+		s.release(req)
 		return err
 	}
-	line = append(line, '\n')
-	if len(line) > s.cfg.MaxLineBytes {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(line), s.cfg.MaxLineBytes)
-	}
-	req := &request{dev: sender(rec.Device, rec.Provenance.TLSSubject), seq: rec.Seq, line: line, done: done}
+	req.dev, req.seq, req.done = sender(rec.Device, rec.Provenance.TLSSubject), rec.Seq, done
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
+		s.release(req)
 		return ErrClosed
 	}
 	select {
 	case s.queue <- req:
 		return nil
 	case <-ctx.Done():
+		s.release(req)
 		return ctx.Err()
 	}
+}
+
+// maxPooledLine is the longest line buffer kept for another record.
+const maxPooledLine = 16 << 10
+
+// newRequest returns a request from the pool, with the line buffer of an
+// earlier record to encode into: a record costs no allocation on its way to
+// the file.
+func (s *Sink) newRequest() *request {
+	if r, ok := s.requests.Get().(*request); ok {
+		return r
+	}
+	return &request{}
+}
+
+// release returns r to the pool once nothing refers to it any more.
+func (s *Sink) release(r *request) {
+	line := r.line[:0]
+	if cap(line) > maxPooledLine {
+		line = nil
+	}
+	*r = request{line: line}
+	s.requests.Put(r)
 }
 
 // commit is the single writer: it takes whatever is queued (up to MaxBatch),
@@ -585,8 +615,9 @@ func (s *Sink) answer(b *batch) {
 	}
 	for i, r := range b.reqs {
 		r.answer(b.dup[i] && err == nil, err)
+		s.release(r)
 	}
-	clear(b.reqs) // the answered requests and their lines can go
+	clear(b.reqs)
 }
 
 // Healthy returns nil while the sink accepts records, and the failure or
