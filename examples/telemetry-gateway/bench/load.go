@@ -102,9 +102,13 @@ type throughput struct {
 	msgs     int
 	elapsed  time.Duration
 	p50, p99 time.Duration
+	cpu      time.Duration // the broker's CPU time (user and system) meanwhile
 }
 
 func (r throughput) rate() float64 { return float64(r.msgs) / r.elapsed.Seconds() }
+
+// cpuPerMsg is the broker's CPU time per reading, in microseconds.
+func (r throughput) cpuPerMsg() float64 { return float64(r.cpu.Microseconds()) / float64(r.msgs) }
 
 // publish sends total QoS 1 readings over conns connections with inflight
 // unacknowledged on each, and measures from the first PUBLISH to the last
@@ -119,6 +123,7 @@ func (c client) publish(ctx context.Context, t target, p *process, conns, inflig
 	lats := make([][]time.Duration, conns)
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
+	cpu0, cpuErr := p.cpuTime()
 	start := time.Now()
 	for i, cn := range cs {
 		wg.Go(func() {
@@ -129,12 +134,16 @@ func (c client) publish(ctx context.Context, t target, p *process, conns, inflig
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, err := p.cpuTime()
 	if e := failed.Load(); e != nil {
 		return throughput{}, *e
 	}
+	if err = errors.Join(cpuErr, err); err != nil {
+		return throughput{}, err
+	}
 	all := slices.Concat(lats...)
 	slices.Sort(all)
-	return throughput{msgs: per * conns, elapsed: elapsed, p50: all[len(all)/2], p99: all[len(all)*99/100]}, nil
+	return throughput{msgs: per * conns, elapsed: elapsed, p50: all[len(all)/2], p99: all[len(all)*99/100], cpu: cpu1 - cpu0}, nil
 }
 
 // idRing is how many packet ids a connection cycles through; it must exceed

@@ -54,6 +54,7 @@ type options struct {
 	idle                      int
 	version                   int
 	gatewayBin, mosquittoBin  string
+	compareBin                string
 	natsURL                   string
 	pq                        bool
 }
@@ -84,6 +85,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.version, "mqtt-version", 4, "MQTT protocol version: 4 (3.1.1) or 5")
 	fs.StringVar(&o.gatewayBin, "gateway-bin", "", "the telemetry-gateway binary (default: go build it from this module)")
 	fs.StringVar(&o.mosquittoBin, "mosquitto", "mosquitto", "the mosquitto broker")
+	fs.StringVar(&o.compareBin, "compare-bin", "", "a second telemetry-gateway binary: each gateway target also runs with it, as NAME@b, in the same interleaved rounds (an A/B of two builds)")
 	fs.BoolVar(&o.pq, "pq", false, "offer Go's default TLS key shares, with post-quantum ML-KEM (a ClientHello of ~1.5 kB instead of ~300 bytes)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -145,6 +147,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("-targets: unknown %q", name)
 		}
 	}
+	if o.compareBin != "" {
+		targets = withCompared(targets, o.compareBin)
+	}
 	// X25519 key shares, as device TLS stacks send them: Go's default adds
 	// an ML-KEM share of 1,216 bytes, and the ClientHello's size is what
 	// the server's handshake buffers keep for the connection's life.
@@ -187,6 +192,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
+// withCompared adds after each gateway target its twin running bin, named
+// NAME@b, with the same flags.
+func withCompared(targets []target, bin string) []target {
+	var out []target
+	for _, t := range targets {
+		out = append(out, t)
+		if t.args != nil {
+			out = append(out, gatewayTarget(t.name+"@b", bin, t.args...))
+		}
+	}
+	return out
+}
+
 // order returns the targets in the order of round r: rotated, so that no
 // broker always runs first or after the same one.
 func order(targets []target, r int) []target {
@@ -207,16 +225,36 @@ func runThroughput(ctx context.Context, out io.Writer, c client, targets []targe
 			res[t.name] = append(res[t.name], got)
 		}
 	}
-	fmt.Fprintf(out, "  %-14s %12s %10s %10s   %s\n", "broker", "msgs/s", "p50", "p99", "msgs/s of each round")
+	fmt.Fprintf(out, "  %-18s %12s %10s %10s %9s   %s\n", "broker", "msgs/s", "p50", "p99", "CPU/msg", "msgs/s of each round")
 	for _, t := range targets {
 		rs := res[t.name]
 		each := make([]string, len(rs))
 		for i, r := range rs {
 			each[i] = fmt.Sprintf("%.0f", r.rate())
 		}
-		fmt.Fprintf(out, "  %-14s %12.0f %10s %10s   %s\n", t.name,
+		fmt.Fprintf(out, "  %-18s %12.0f %10s %10s %7.1fµs   %s\n", t.name,
 			median(rs, throughput.rate), durMedian(rs, func(r throughput) time.Duration { return r.p50 }),
-			durMedian(rs, func(r throughput) time.Duration { return r.p99 }), strings.Join(each, " "))
+			durMedian(rs, func(r throughput) time.Duration { return r.p99 }), median(rs, throughput.cpuPerMsg), strings.Join(each, " "))
+	}
+	for _, t := range targets {
+		a, ok := strings.CutSuffix(t.name, "@b")
+		if !ok {
+			continue
+		}
+		as, bs := res[a], res[t.name]
+		for _, m := range []struct {
+			what string
+			f    func(throughput) float64
+		}{{"msgs/s", throughput.rate}, {"CPU/msg", throughput.cpuPerMsg}} {
+			ratios := make([]float64, len(bs))
+			each := make([]string, len(bs))
+			for i := range bs {
+				ratios[i] = m.f(bs[i]) / m.f(as[i])
+				each[i] = fmt.Sprintf("%.2f", ratios[i])
+			}
+			fmt.Fprintf(out, "  %s / %s, %s paired by round: median %.2f   %s\n", t.name, a, m.what,
+				median(ratios, func(x float64) float64 { return x }), strings.Join(each, " "))
+		}
 	}
 	return nil
 }
@@ -251,7 +289,7 @@ func runIdle(ctx context.Context, out io.Writer, c client, targets []target, dir
 			res[t.name] = append(res[t.name], got)
 		}
 	}
-	fmt.Fprintf(out, "  %-14s %12s %12s %12s   %s\n", "broker", "RSS/conn", "heap/conn", "stacks/conn", "RSS/conn of each round")
+	fmt.Fprintf(out, "  %-18s %12s %12s %12s   %s\n", "broker", "RSS/conn", "heap/conn", "stacks/conn", "RSS/conn of each round")
 	for _, t := range targets {
 		rs := res[t.name]
 		each := make([]string, len(rs))
@@ -263,7 +301,7 @@ func runIdle(ctx context.Context, out io.Writer, c client, targets []target, dir
 			heap = fmt.Sprintf("%.1f kB", median(rs, func(r perConn) float64 { return r.heap })/1000)
 			stacks = fmt.Sprintf("%.1f kB", median(rs, func(r perConn) float64 { return r.stacks })/1000)
 		}
-		fmt.Fprintf(out, "  %-14s %9.1f kB %12s %12s   %s\n", t.name, median(rs, func(r perConn) float64 { return r.rss })/1000, heap, stacks, strings.Join(each, " "))
+		fmt.Fprintf(out, "  %-18s %9.1f kB %12s %12s   %s\n", t.name, median(rs, func(r perConn) float64 { return r.rss })/1000, heap, stacks, strings.Join(each, " "))
 	}
 	return nil
 }

@@ -23,7 +23,8 @@ import (
 // memory is its own.
 type target struct {
 	name  string
-	proxy bool // the client sends a PROXY v2 header first (the gateway behind its load balancer)
+	proxy bool     // the client sends a PROXY v2 header first (the gateway behind its load balancer)
+	args  []string // a gateway's own flags (nil for mosquitto)
 	start func(dir string, port int) (*process, error)
 }
 
@@ -39,7 +40,7 @@ type process struct {
 // gatewayTarget runs the gateway binary with TLS and the sink as given,
 // behind a PROXY-protocol load balancer on loopback (the client plays it).
 func gatewayTarget(name, bin string, extra ...string) target {
-	return target{name: name, proxy: true, start: func(dir string, port int) (*process, error) {
+	return target{name: name, proxy: true, args: extra, start: func(dir string, port int) (*process, error) {
 		adminPort, err := freePort()
 		if err != nil {
 			return nil, err
@@ -169,6 +170,27 @@ func (p *process) memory() (memory, error) {
 		return m, errors.New("no go_memstats_heap_inuse_bytes in the gateway's /metrics")
 	}
 	return m, sc.Err()
+}
+
+// cpuTime returns the CPU time (user and system, every thread's) the process
+// has used, from /proc/PID/stat, in clock ticks of 10 ms.
+func (p *process) cpuTime() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// After "pid (comm) ": state is the first field, utime the 12th, stime the 13th.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("cannot read /proc/%d/stat", p.cmd.Process.Pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil // USER_HZ is 100 on Linux
 }
 
 func freePort() (int, error) {

@@ -57,6 +57,15 @@ func Parse(payload []byte, maxBytes int) (Reading, error) {
 	if len(payload) > maxBytes {
 		return Reading{}, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(payload), maxBytes)
 	}
+	if r, ok := parseFast(payload); ok {
+		return r, nil
+	}
+	return parseSlow(payload)
+}
+
+// parseSlow is Parse with encoding/json, for every payload parseFast leaves
+// to it: it decides the hard cases and says what is wrong.
+func parseSlow(payload []byte) (Reading, error) {
 	var head struct {
 		Device *string          `json:"device"`
 		Seq    *json.RawMessage `json:"seq"`

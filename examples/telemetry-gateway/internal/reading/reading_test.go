@@ -73,3 +73,77 @@ func FuzzParse(f *testing.F) {
 		require.NoError(t, err, "compact form %q does not parse", r.Compact)
 	})
 }
+
+// FuzzParseFast pins parseFast to encoding/json: whatever it accepts,
+// parseSlow accepts with the same device, seq and compact form.
+func FuzzParseFast(f *testing.F) {
+	for _, s := range []string{
+		`{"device":"d7","seq":3,"v":[1,2]}`,
+		"{ \"DEVICE\" : \"d7\" ,\n\"Seq\":0, \"x\":{\"a\":[true,false,null,-1.5e+3,\"\\u00e9\\n\"]}}",
+		`{"device":"d7","device":null,"seq":1}`,
+		`{"device":"d7","seq":1,"ſeq":2}`,
+		`{"device":"d7","seq":01}`,
+		`{"device":"d\u0037","seq":1}`,
+		`{"device":"d7","seq":1,"s":"` + "\xff\xfe" + `"}`,
+		`{"device":"d7","seq":1,"n":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := parseFast(b)
+		if !ok {
+			return
+		}
+		slow, err := parseSlow(b)
+		require.NoError(t, err, "parseFast accepted %q", b)
+		assert.Equal(t, slow.Device, fast.Device, "device of %q", b)
+		assert.Equal(t, slow.Seq, fast.Seq, "seq of %q", b)
+		assert.Equal(t, string(slow.Compact), string(fast.Compact), "compact form of %q", b)
+	})
+}
+
+// TestParseFastTakesTheCommonCase checks that the payloads devices send go
+// the fast way, and that what encoding/json reads differently does not.
+func TestParseFastTakesTheCommonCase(t *testing.T) {
+	for _, in := range []string{
+		`{"device":"d7","seq":3,"values":{"temp":21.5}}`,
+		"{\n  \"device\": \"d-1\",\n  \"seq\": 18446744073709551615,\n  \"ts\": \"2026-01-02T03:04:05Z\"\n}\n",
+		`{"Device":"d7","SEQ":3}`,
+	} {
+		_, ok := parseFast([]byte(in))
+		assert.True(t, ok, "%q", in)
+	}
+	for _, in := range []string{
+		`{"device":"d7","device":null,"seq":1}`, // a repeated key: the last one counts
+		`{"device":"d7","seq":1,"ſeq":2}`,       // folds to "seq" in encoding/json
+		`{"dev\u0069ce":"d7","seq":1}`,          // an escaped key
+		`{"device":"d\u0037","seq":1}`,          // an escaped device
+		`{"device":"d7","seq":1.0}`,
+		`{"device":"d7","seq":1,}`,
+		`{"device":"d7","seq":1} x`,
+		`null`,
+	} {
+		_, ok := parseFast([]byte(in))
+		assert.False(t, ok, "%q", in)
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	in := []byte(`{"device":"dev-00042","seq":123456,"ts":"2026-01-02T03:04:05Z","values":{"temp":21.5,"rh":40}}`)
+	for _, bb := range []struct {
+		name  string
+		parse func([]byte) (Reading, error)
+	}{
+		{"Parse", func(p []byte) (Reading, error) { return Parse(p, 0) }},
+		{"encoding-json", parseSlow},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := bb.parse(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -6,10 +6,13 @@
 //
 // Append returns only after the record's line has been written and, under
 // SyncFsync (the default), fsync'ed together with every other record that was
-// waiting at the time: one write and one fsync per batch. While one batch is
-// being synced the next one collects, so under load a batch grows to cover
-// every publisher that is waiting and the cost of an fsync is shared. Each
-// batch is one write call of whole lines. A write that fails part-way is cut
+// waiting at the time: one write of whole lines and one fsync per batch
+// (group commit). One goroutine commits; another answers, so that while the
+// records of one batch are answered (each answer may start the write of an
+// acknowledgement) the next batch is already being written and synced, and
+// while one batch is being synced the next one collects: under load a batch
+// grows to cover every publisher that is waiting and the cost of an fsync
+// is shared. A write that fails part-way is cut
 // back to the last complete line, and after any write or fsync failure the
 // sink refuses every later record (Healthy reports the error): after a failed
 // fsync the kernel may have dropped the dirty pages, so nothing written since
@@ -28,11 +31,12 @@
 // after the record was written) sends the message again. The sink remembers
 // the last DedupeWindow sequence numbers of each device it has seen, rebuilt
 // from the file at Open, and does not write a record whose id is already
-// durable or already in the batch: Append reports it as a duplicate, the
-// gateway acknowledges it again and counts it. What the window cannot catch (a
-// device whose sequence numbers jumped further than the window, or more
-// devices than MaxDevices) is written again and found by Summarize, which
-// counts duplicates by id when reading a file.
+// written (it is then answered once that write is durable) or already in the
+// batch: Append reports it as a duplicate, the gateway acknowledges it again
+// and counts it. What the window cannot catch (a device whose sequence
+// numbers jumped further than the window, or more devices than MaxDevices)
+// is written again and found by Summarize, which counts duplicates by id
+// when reading a file.
 package sink
 
 import (
@@ -44,6 +48,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,8 +139,9 @@ type Config struct {
 	// payload limit.
 	MaxLineBytes int
 	// OnCommit, when set, is called after each batch from the committing
-	// goroutine with the number of records written, the bytes, how long the
-	// write and fsync took, and the error if any.
+	// goroutine, before its records are answered, with the number of records
+	// written, the bytes, how long the write and fsync took, and the error
+	// if any. It must not block.
 	OnCommit func(records, bytes int, d time.Duration, err error)
 }
 
@@ -150,7 +156,8 @@ type Result struct {
 type Stats struct {
 	Records    uint64 // records written since Open
 	Duplicates uint64 // records not written because their id was durable
-	Batches    uint64 // write (and fsync) calls
+	Batches    uint64 // write calls
+	Syncs      uint64 // fsync calls (one per batch under SyncFsync)
 	Bytes      uint64
 	// Recovered counts what Open found: records already in the file, bytes
 	// of a torn last line it cut off, and complete lines that are not
@@ -180,16 +187,24 @@ type Sink struct {
 	size  int64 // end of the last complete line; only the committer changes it after Open
 	index *index
 
-	mu     sync.RWMutex // guards closed against sends on queue
-	closed bool
-	queue  chan *request
-	done   chan struct{}
+	mu      sync.RWMutex // guards closed against sends on queue
+	closed  bool
+	queue   chan *request
+	written chan *batch // committed batches, to be answered
+	free    chan *batch // batches for the writer to fill; bounds those in flight
+	done    chan struct{}
+
+	// write and sync are the file's Write and Sync; tests watch them.
+	write func([]byte) (int, error)
+	sync  func() error
 
 	failed atomic.Pointer[error]
 
-	records, duplicates, batches, bytes atomic.Uint64
-	existing, corrupt                   uint64
-	torn, firstCorrupt                  int64
+	requests sync.Pool // *request, with their line buffers
+
+	records, duplicates, batches, syncs, bytes atomic.Uint64
+	existing, corrupt                          uint64
+	torn, firstCorrupt                         int64
 }
 
 // sender is who a reading is de-duplicated under: the device name, and the
@@ -211,10 +226,25 @@ func sender(device, tlsSubject string) string {
 type request struct {
 	dev  string
 	seq  uint64
-	key  string
 	line []byte
 	done func(Result, error) // nil: nobody waits (Enqueue)
 }
+
+// batch is what one write and fsync carried, from the committer to the
+// answers: the requests in the order they were taken, which of them were
+// duplicates (not written), and how the commit went.
+type batch struct {
+	reqs    []*request
+	dup     []bool
+	buf     bytes.Buffer
+	records int           // requests written
+	wrote   time.Duration // how long the write and fsync took
+	err     error         // the commit's failure, or the sink's before it
+}
+
+// batchesInFlight bounds the batches between the committer and the answers:
+// one being committed, one waiting, one being answered.
+const batchesInFlight = 3
 
 // answer tells the record's submitter what became of it.
 func (r *request) answer(dup bool, err error) {
@@ -250,17 +280,25 @@ func Open(cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{
-		cfg:   cfg,
-		f:     f,
-		index: newIndex(cfg.DedupeWindow, cfg.MaxDevices),
-		queue: make(chan *request, queueLen),
-		done:  make(chan struct{}),
+		cfg:     cfg,
+		f:       f,
+		index:   newIndex(cfg.DedupeWindow, cfg.MaxDevices),
+		queue:   make(chan *request, queueLen),
+		written: make(chan *batch, batchesInFlight),
+		free:    make(chan *batch, batchesInFlight),
+		done:    make(chan struct{}),
+		write:   f.Write,
+		sync:    f.Sync,
+	}
+	for range batchesInFlight {
+		s.free <- &batch{reqs: make([]*request, 0, cfg.MaxBatch), dup: make([]bool, 0, cfg.MaxBatch)}
 	}
 	if err := s.recover(); err != nil {
 		f.Close()
 		return nil, err
 	}
 	go s.commit()
+	go s.answerAll()
 	return s, nil
 }
 
@@ -415,123 +453,171 @@ func (s *Sink) Submit(ctx context.Context, rec *Record, done func(Result, error)
 	if p := s.failed.Load(); p != nil {
 		return *p
 	}
-	line, err := rec.AppendJSON(make([]byte, 0, 512+len(rec.Payload)))
+	req := s.newRequest()
+	line, err := rec.AppendJSON(slices.Grow(req.line[:0], 512+len(rec.Payload)))
+	req.line = append(line, '\n')
+	if err == nil && len(req.line) > s.cfg.MaxLineBytes {
+		err = fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(req.line), s.cfg.MaxLineBytes)
+	}
 	if err != nil {
+		s.release(req)
 		return err
 	}
-	line = append(line, '\n')
-	if len(line) > s.cfg.MaxLineBytes {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(line), s.cfg.MaxLineBytes)
-	}
-	dev := sender(rec.Device, rec.Provenance.TLSSubject)
-	req := &request{dev: dev, seq: rec.Seq, key: Key(dev, rec.Seq), line: line, done: done}
+	req.dev, req.seq, req.done = sender(rec.Device, rec.Provenance.TLSSubject), rec.Seq, done
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
+		s.release(req)
 		return ErrClosed
 	}
 	select {
 	case s.queue <- req:
 		return nil
 	case <-ctx.Done():
+		s.release(req)
 		return ctx.Err()
 	}
 }
 
+// maxPooledLine is the longest line buffer kept for another record.
+const maxPooledLine = 16 << 10
+
+// newRequest returns a request from the pool, with the line buffer of an
+// earlier record to encode into: a record costs no allocation on its way to
+// the file.
+func (s *Sink) newRequest() *request {
+	if r, ok := s.requests.Get().(*request); ok {
+		return r
+	}
+	return &request{}
+}
+
+// release returns r to the pool once nothing refers to it any more.
+func (s *Sink) release(r *request) {
+	line := r.line[:0]
+	if cap(line) > maxPooledLine {
+		line = nil
+	}
+	*r = request{line: line}
+	s.requests.Put(r)
+}
+
 // commit is the single writer: it takes whatever is queued (up to MaxBatch),
-// drops ids already durable, writes the rest in one call, syncs, and answers.
+// sets aside the ids already written, writes the rest in one call, fsyncs
+// (SyncFsync) and hands the batch to answerAll, then takes what queued
+// meanwhile.
 func (s *Sink) commit() {
-	defer close(s.done)
-	batch := make([]*request, 0, s.cfg.MaxBatch)
-	var buf bytes.Buffer
-	inBatch := make(map[string]*request)
+	defer close(s.written)
 	for {
 		first, ok := <-s.queue
 		if !ok {
 			return
 		}
-		batch = append(batch[:0], first)
+		b := <-s.free
+		b.reqs = append(b.reqs[:0], first)
 	fill:
-		for len(batch) < s.cfg.MaxBatch {
+		for len(b.reqs) < s.cfg.MaxBatch {
 			select {
 			case r, ok := <-s.queue:
 				if !ok {
 					break fill
 				}
-				batch = append(batch, r)
+				b.reqs = append(b.reqs, r)
 			default:
 				break fill
 			}
 		}
-		s.commitBatch(batch, &buf, inBatch)
+		s.writeBatch(b)
+		if b.err == nil && b.records > 0 && s.cfg.Sync == SyncFsync {
+			start := time.Now()
+			if err := s.sync(); err != nil {
+				b.err = s.fail(err)
+			}
+			b.wrote += time.Since(start)
+			s.syncs.Add(1)
+		}
+		if b.records > 0 && s.cfg.OnCommit != nil {
+			s.cfg.OnCommit(b.records, b.buf.Len(), b.wrote, b.err)
+		}
+		s.written <- b
 	}
 }
 
-func (s *Sink) commitBatch(batch []*request, buf *bytes.Buffer, inBatch map[string]*request) {
-	buf.Reset()
-	clear(inBatch)
-	var dupsOfPending []*request
-	n := 0
-	for _, r := range batch {
-		switch {
-		case s.index.has(r.dev, r.seq):
+// writeBatch writes b's records that are not duplicates. The index learns
+// each id as it is written, so a duplicate later in the batch or in a later
+// one is recognised; it is answered with its batch, after the fsync that
+// covers the first copy. When the write fails, the sink has failed and
+// refuses every record from then on, so what the index learnt does not
+// matter.
+func (s *Sink) writeBatch(b *batch) {
+	b.buf.Reset()
+	b.dup, b.records, b.wrote, b.err = b.dup[:0], 0, 0, nil
+	for _, r := range b.reqs {
+		dup := s.index.has(r.dev, r.seq)
+		b.dup = append(b.dup, dup)
+		if dup {
 			s.duplicates.Add(1)
-			r.answer(true, nil)
-		case inBatch[r.key] != nil:
-			s.duplicates.Add(1)
-			dupsOfPending = append(dupsOfPending, r)
-		default:
-			inBatch[r.key] = r
-			buf.Write(r.line)
-			n++
+			continue
 		}
+		s.index.add(r.dev, r.seq)
+		b.buf.Write(r.line)
+		b.records++
 	}
-	var err error
-	if n > 0 {
-		err = s.writeAndSync(buf.Bytes(), n)
-		s.batches.Add(1)
-	}
-	if err == nil {
-		for _, r := range inBatch {
-			s.index.add(r.dev, r.seq)
-		}
-		s.records.Add(uint64(n))
-		s.bytes.Add(uint64(buf.Len()))
-	}
-	for _, r := range batch {
-		if inBatch[r.key] == r {
-			r.answer(false, err)
-		}
-	}
-	for _, r := range dupsOfPending {
-		r.answer(err == nil, err)
-	}
-}
-
-func (s *Sink) writeAndSync(b []byte, records int) error {
 	if p := s.failed.Load(); p != nil {
-		return *p
+		b.err = *p
+		return
+	}
+	if b.records == 0 {
+		return
 	}
 	start := time.Now()
-	nw, err := s.f.Write(b)
-	if err == nil && s.cfg.Sync == SyncFsync {
-		err = s.f.Sync()
-	}
+	nw, err := s.write(b.buf.Bytes())
+	b.wrote = time.Since(start)
+	s.batches.Add(1)
 	if err != nil {
-		if nw > 0 && nw < len(b) {
+		if nw > 0 && nw < b.buf.Len() {
 			// Cut a partial write back to the last complete line, so
 			// the file never holds a record nobody acknowledged half-written.
 			_ = s.f.Truncate(s.size)
 		}
-		err = fmt.Errorf("%w: %v", ErrFailed, err)
-		s.failed.Store(&err)
-	} else {
-		s.size += int64(nw)
+		b.err = s.fail(err)
+		return
 	}
-	if s.cfg.OnCommit != nil {
-		s.cfg.OnCommit(records, len(b), time.Since(start), err)
+	s.size += int64(nw)
+}
+
+// fail records the sink's failure: every record from now on is refused.
+func (s *Sink) fail(err error) error {
+	err = fmt.Errorf("%w: %v", ErrFailed, err)
+	s.failed.CompareAndSwap(nil, &err)
+	return *s.failed.Load()
+}
+
+// answerAll answers the committed batches in the order they were committed,
+// on a goroutine of its own, so that the next batch is written and synced
+// while the callers of the last one are answered (each answer can start a
+// goroutine that writes an acknowledgement).
+func (s *Sink) answerAll() {
+	defer close(s.done)
+	for b := range s.written {
+		s.answer(b)
+		s.free <- b
 	}
-	return err
+}
+
+// answer answers b's records: with its failure, else as durable,
+// duplicates as such.
+func (s *Sink) answer(b *batch) {
+	err := b.err
+	if err == nil {
+		s.records.Add(uint64(b.records))
+		s.bytes.Add(uint64(b.buf.Len()))
+	}
+	for i, r := range b.reqs {
+		r.answer(b.dup[i] && err == nil, err)
+		s.release(r)
+	}
+	clear(b.reqs)
 }
 
 // Healthy returns nil while the sink accepts records, and the failure or
@@ -554,6 +640,7 @@ func (s *Sink) Stats() Stats {
 		Records:        s.records.Load(),
 		Duplicates:     s.duplicates.Load(),
 		Batches:        s.batches.Load(),
+		Syncs:          s.syncs.Load(),
 		Bytes:          s.bytes.Load(),
 		Existing:       s.existing,
 		TornBytes:      s.torn,
