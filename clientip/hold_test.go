@@ -156,6 +156,45 @@ func TestHoldRequestConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
+// A goroutine a handler leaves behind goes on reading its request while the
+// connection serves the next ones: it gets its own client, from the hold
+// while it lasts and from a walk after the release, never the resolution
+// the next requests hold in the same slot, and it reads the slot's fields
+// only in turn with the holds that write them. Run with -race.
+func TestHoldRequestLeftBehind(t *testing.T) {
+	r := holdTrust()
+	ctx := NewConnContext(context.Background(), r, Transport{Peer: ap("10.0.0.1:1")})
+	first := connRequest(ctx, http.Header{"X-Forwarded-For": {"198.51.100.1"}})
+	h := HoldRequest(first, nil)
+	require.NotNil(t, h.slot, "held")
+	var wg sync.WaitGroup
+	reading := make(chan struct{})
+	wg.Go(func() {
+		for i := range 2000 {
+			if i == 1 {
+				close(reading)
+			}
+			res, err := FromRequest(first)
+			if err != nil || res.Client != addr("198.51.100.1") {
+				t.Errorf("the request left behind resolved to %v, %v", res.Client, err)
+				return
+			}
+		}
+	})
+	<-reading
+	h.Release()
+	for i := range 500 {
+		want := fmt.Sprintf("203.0.113.%d", i%250+1)
+		req := connRequest(ctx, http.Header{"X-Forwarded-For": {want}})
+		next := HoldRequest(req, nil)
+		res, err := FromRequest(req)
+		next.Release()
+		require.NoError(t, err)
+		require.Equal(t, addr(want), res.Client, "request %d", i)
+	}
+	wg.Wait()
+}
+
 func TestHoldRequestNoAllocs(t *testing.T) {
 	r := holdTrust()
 	req := connRequest(NewConnContext(context.Background(), r, Transport{Peer: ap("[fd00::1]:1")}),

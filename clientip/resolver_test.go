@@ -176,6 +176,8 @@ func TestResolveXForwardedFor(t *testing.T) {
 		{name: "unspecified 0.0.0.0 is never a client", cfg: xffCfg(), t: proxyPeer, h: xff("0.0.0.0"), hop: 1, wantErr: ErrUnspecified},
 		{name: "unspecified :: is never a client", cfg: xffCfg(), t: proxyPeer, h: xff("::"), hop: 1, wantErr: ErrUnspecified},
 		{name: "unspecified mapped ::ffff:0.0.0.0 is never a client", cfg: xffCfg(), t: proxyPeer, h: xff("::ffff:0.0.0.0"), hop: 1, wantErr: ErrUnspecified},
+		{name: "unspecified mapped in hex ::ffff:0:0 is never a client (FuzzXFF)", cfg: xffCfg(), t: proxyPeer, h: xff("::ffff:0:0"), hop: 1, wantErr: ErrUnspecified},
+		{name: "unspecified mapped in hex after a trusted IPv6 hop", cfg: xffCfg(), t: proxyPeer, h: xff("::ffff:0:0, fd00::2"), hop: 2, wantErr: ErrUnspecified},
 		{name: "every hop trusted: ErrAllTrusted, never the leftmost (internal spoofer in the trusted range)",
 			cfg: xffCfg(), t: proxyPeer, h: xff("10.0.0.9, 10.0.0.2"), hop: 2, via: "10.0.0.9", wantErr: ErrAllTrusted},
 		{name: "trusted peer without the header: every hop trusted, the peer is not passed off as the client",
