@@ -466,25 +466,68 @@ type policyHandler struct {
 }
 
 func (ph *policyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p := ph.p
-	held := clientip.HoldRequest(r, p.trust)
+	held := clientip.HoldRequest(r, ph.p.trust)
 	defer held.Release()
-	d := p.decideRequest(r, &held.Result, held.Err)
+	if ph.p.admit(w, r, &held.Result, held.Err) {
+		ph.next.ServeHTTP(w, r)
+	}
+}
+
+// ClientHandler is a handler that is given the resolution a [Policy]
+// admitted: res and err are what [clientip.FromRequest] returns for the
+// request; err is nil unless the deciding rule admits clients that were not
+// resolved or are masqueraded (AdmitInternal, AdmitMasqueraded).
+type ClientHandler func(w http.ResponseWriter, r *http.Request, res clientip.Result, err error)
+
+// Serve returns a handler that resolves and judges each request as
+// [Policy.Handler] does and gives an admitted request's resolution to h as
+// arguments, with the request unchanged. It is the cheapest way for a
+// handler to act on the client: one resolution and nothing held on the
+// connection, so h's own [clientip.FromRequest] would walk the chain again.
+// Use Handler where the handlers behind the policy are plain http.Handlers
+// (a router, other middleware), Serve where the policy guards the handler
+// that uses the client:
+//
+//	mux.Handle("GET /quota", policy.Serve(func(w http.ResponseWriter, r *http.Request, res clientip.Result, _ error) {
+//		fmt.Fprintln(w, quotas.Of(res.Client))
+//	}))
+//
+// It allocates as Handler does.
+func (p *Policy) Serve(h ClientHandler) http.Handler {
+	return &policyServer{p: p, next: h}
+}
+
+type policyServer struct {
+	p    *Policy
+	next ClientHandler
+}
+
+func (ps *policyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	res, err := ps.p.resolve(r)
+	if ps.p.admit(w, r, &res, err) {
+		ps.next(w, r, res, err)
+	}
+}
+
+// admit judges the resolution of r for its target, tells the observers, and
+// answers a refused request with OnDeny. It reports whether r is admitted.
+func (p *Policy) admit(w http.ResponseWriter, r *http.Request, res *clientip.Result, err error) bool {
+	d := p.decideRequest(r, res, err)
 	if p.decisions != nil {
-		p.decisions.ObserveDecision(r.Context(), held.Result, d)
+		p.decisions.ObserveDecision(r.Context(), *res, d)
 	}
-	if d.Err != nil {
-		if p.observer != nil {
-			p.observer.ObserveDeny(r.Context(), held.Result, d.Err)
-		}
-		deny := p.onDeny
-		if deny == nil { // a zero Policy
-			deny = denied
-		}
-		deny(w, r, held.Result, d.Err)
-		return
+	if d.Err == nil {
+		return true
 	}
-	ph.next.ServeHTTP(w, r)
+	if p.observer != nil {
+		p.observer.ObserveDeny(r.Context(), *res, d.Err)
+	}
+	deny := p.onDeny
+	if deny == nil { // a zero Policy
+		deny = denied
+	}
+	deny(w, r, *res, d.Err)
+	return false
 }
 
 // denied is the default PolicyConfig.OnDeny.

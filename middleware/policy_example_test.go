@@ -134,3 +134,39 @@ func ExampleNewSourceRanges_connection() {
 	// Output:
 	// middleware: client address not in an allowed source range (rule source-ranges)
 }
+
+// Serve guards the handler that uses the client and hands it the resolution
+// the policy admitted: one walk, nothing held, no request copy.
+func ExamplePolicy_Serve() {
+	policy, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{
+		Allow: clientip.MustParsePrefixSet("198.51.100.0/24"),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	trust := clientip.MustNew(clientip.Config{
+		TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1/32"), // the reverse proxy
+		Header:         "X-Forwarded-For",
+	})
+	srv := httptest.NewUnstartedServer(policy.Serve(func(w http.ResponseWriter, r *http.Request, res clientip.Result, _ error) {
+		fmt.Fprintln(w, "quota of", res.Client)
+	}))
+	srv.Config.ConnContext = middleware.ConnContext(trust)
+	srv.Start()
+	defer srv.Close()
+
+	for _, xff := range []string{"198.51.100.7", "203.0.113.9"} {
+		req, _ := http.NewRequest("GET", srv.URL, nil)
+		req.Header.Set("X-Forwarded-For", xff)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Print(resp.StatusCode, " ", string(body))
+	}
+	// Output:
+	// 200 quota of 198.51.100.7
+	// 403 forbidden: the client address is not in an allowed source range
+}

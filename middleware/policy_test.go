@@ -353,12 +353,21 @@ func TestPolicyHandler(t *testing.T) {
 	})
 	require.NoError(t, err)
 	var seen *http.Request
-	h := p.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen = r
-		res, err := clientip.FromRequest(r)
-		require.NoError(t, err)
-		w.Write([]byte(res.Client.String()))
-	}))
+	// Handler, whose handler reads the client with FromRequest, and Serve,
+	// which hands it over, answer alike.
+	forms := map[string]http.Handler{
+		"Handler": p.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen = r
+			res, err := clientip.FromRequest(r)
+			require.NoError(t, err)
+			w.Write([]byte(res.Client.String()))
+		})),
+		"Serve": p.Serve(func(w http.ResponseWriter, r *http.Request, res clientip.Result, err error) {
+			seen = r
+			require.NoError(t, err)
+			w.Write([]byte(res.Client.String()))
+		}),
+	}
 	tests := []struct {
 		name     string
 		peer     string
@@ -375,30 +384,50 @@ func TestPolicyHandler(t *testing.T) {
 		{"malformed chain: 400", "10.0.0.1:5000", "198.51.100.7, bogus", "/x", 400, "cannot determine the client address: malformed address in X-Forwarded-For\n", "public"},
 		{"masqueraded node: 403", "192.168.1.10:5000", "", "/x", 403, "forbidden: the client address was masqueraded by a node and cannot be verified\n", "public"},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			req := httptest.NewRequestWithContext(connContext(trust, tc.peer), "GET", "http://example.org"+tc.path, nil)
-			if tc.xff != "" {
-				req.Header.Set("X-Forwarded-For", tc.xff)
-			}
-			seen = nil
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			assert.Equal(t, tc.wantCode, rec.Code)
-			assert.Equal(t, tc.wantBody, rec.Body.String())
-			require.Len(t, obs.decisions, 1)
-			assert.Equal(t, tc.rule, obs.decisions[0].Rule)
-			denials := obs.take()
-			if tc.wantCode == 200 {
-				assert.Same(t, req, seen, "the request was copied")
-				assert.Empty(t, denials)
-			} else {
-				require.Len(t, denials, 1)
-				assert.Equal(t, obs.decisions[0].Err, denials[0].err)
-			}
-			obs.decisions = nil
-		})
+	for form, h := range forms {
+		for _, tc := range tests {
+			t.Run(form+"/"+tc.name, func(t *testing.T) {
+				req := httptest.NewRequestWithContext(connContext(trust, tc.peer), "GET", "http://example.org"+tc.path, nil)
+				if tc.xff != "" {
+					req.Header.Set("X-Forwarded-For", tc.xff)
+				}
+				seen = nil
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				assert.Equal(t, tc.wantCode, rec.Code)
+				assert.Equal(t, tc.wantBody, rec.Body.String())
+				require.Len(t, obs.decisions, 1)
+				assert.Equal(t, tc.rule, obs.decisions[0].Rule)
+				denials := obs.take()
+				if tc.wantCode == 200 {
+					assert.Same(t, req, seen, "the request was copied")
+					assert.Empty(t, denials)
+				} else {
+					require.Len(t, denials, 1)
+					assert.Equal(t, obs.decisions[0].Err, denials[0].err)
+				}
+				obs.decisions = nil
+			})
+		}
 	}
+}
+
+// Serve hands the handler the error too when the deciding rule admits a
+// client that was not resolved: the handler can tell a stand-in from a
+// client (a health check from a trusted hop).
+func TestPolicyServeUnresolved(t *testing.T) {
+	p, err := NewPolicy(PolicyConfig{
+		Targets: TargetPatterns,
+		Rules:   []Rule{{Name: "health", Target: "GET /healthz", Allow: everyone, AdmitInternal: true}},
+	})
+	require.NoError(t, err)
+	var got error
+	h := p.Serve(func(w http.ResponseWriter, _ *http.Request, _ clientip.Result, err error) { got = err })
+	req := httptest.NewRequestWithContext(connContext(testResolver(t), "10.0.0.1:5000"), "GET", "http://example.org/healthz", nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.ErrorIs(t, got, clientip.ErrAllTrusted, "a trusted hop with no header names no client")
 }
 
 // connContext returns the context a server with ConnContext(trust) gives the
@@ -439,7 +468,7 @@ func TestPolicyNoAllocs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { topics.Check("devices/d1/telemetry", in, nil) }), "topic Check")
 
-	// Handler, with the request's target from a Route function (the
+	// Handler and Serve, with the request's target from a Route function (the
 	// ServeMux a TargetPatterns policy routes with allocates, as the
 	// application's own does) and with no target at all.
 	names, err := NewPolicy(PolicyConfig{
@@ -452,13 +481,14 @@ func TestPolicyNoAllocs(t *testing.T) {
 	require.NoError(t, err)
 	trust := testResolver(t)
 	read := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { clientip.FromRequest(r) })
+	var got netip.Addr
+	served := func(_ http.ResponseWriter, _ *http.Request, res clientip.Result, _ error) { got = res.Client }
 	w := httptest.NewRecorder()
-	for _, policy := range []*Policy{names, ranges} {
-		h := policy.Handler(read)
-		for _, tc := range []struct{ name, peer, xff, path string }{
-			{"direct client", "198.51.100.7:5000", "", "/admin/x"},
-			{"through a proxy", "10.0.0.1:5000", "198.51.100.7, 10.0.0.2", "/admin/x"},
-			{"through a proxy, IPv6", "[fd00::1]:5000", "2001:db8::7, fd00::2", "/api/x"},
+	for _, h := range []http.Handler{names.Handler(read), ranges.Handler(read), names.Serve(served), ranges.Serve(served)} {
+		for _, tc := range []struct{ name, peer, xff, path, want string }{
+			{"direct client", "198.51.100.7:5000", "", "/admin/x", "198.51.100.7"},
+			{"through a proxy", "10.0.0.1:5000", "198.51.100.7, 10.0.0.2", "/admin/x", "198.51.100.7"},
+			{"through a proxy, IPv6", "[fd00::1]:5000", "2001:db8::7, fd00::2", "/api/x", "2001:db8::7"},
 		} {
 			req := httptest.NewRequestWithContext(connContext(trust, tc.peer), "GET", "http://example.org"+tc.path, nil)
 			if tc.xff != "" {
@@ -466,7 +496,10 @@ func TestPolicyNoAllocs(t *testing.T) {
 			}
 			h.ServeHTTP(w, req)
 			require.Equal(t, 200, w.Code, tc.name)
-			assert.Zero(t, testing.AllocsPerRun(100, func() { h.ServeHTTP(w, req) }), "Handler, %s", tc.name)
+			assert.Zero(t, testing.AllocsPerRun(100, func() { h.ServeHTTP(w, req) }), "%T, %s", h, tc.name)
+			if _, ok := h.(*policyServer); ok {
+				assert.Equal(t, tc.want, got.String(), "Serve hands over the client, %s", tc.name)
+			}
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // The middleware rows, in the order the benchmark runs them.
-var middlewareNames = []string{"sourceip", "sourceip-policy", "chi"}
+var middlewareNames = []string{"sourceip", "sourceip-policy", "sourceip-serve", "chi"}
 
 // middlewares returns, for a scenario chi supports, the request middlewares
 // that resolve under the trusted set, each behind a handler that reads the
@@ -26,6 +26,8 @@ var middlewareNames = []string{"sourceip", "sourceip-policy", "chi"}
 //     that resolves on demand, the handler resolving again with
 //     clientip.FromRequest, on a request whose connection
 //     middleware.ConnContext prepared;
+//   - sourceip-serve: the same policy's Serve, which hands the handler the
+//     resolution it admitted as an argument;
 //   - chi: ClientIPFromXFF, or ClientIPFromHeader for a single-address
 //     header, the handler reading chi's context value.
 //
@@ -56,12 +58,16 @@ func middlewares(tb testing.TB, s scenario, got *netip.Addr) (map[string]http.Ha
 				res, _ := clientip.FromRequest(r)
 				*got = res.Client
 			})),
+			"sourceip-serve": policy.Serve(func(_ http.ResponseWriter, _ *http.Request, res clientip.Result, _ error) {
+				*got = res.Client
+			}),
 			"chi": chiMW(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 				*got = chimw.GetClientIPAddr(r.Context())
 			})),
 		}, map[string]*http.Request{
 			"sourceip":        plain,
 			"sourceip-policy": s.connRequest(tb, trust),
+			"sourceip-serve":  s.connRequest(tb, trust),
 			"chi":             plain,
 		}
 }
@@ -93,15 +99,17 @@ func TestSameMiddlewareAnswers(t *testing.T) {
 	}
 }
 
-// TestPolicyMiddlewareNoAllocs pins the no-copy row's promise: the policy and
-// the handler's second resolution allocate nothing.
+// TestPolicyMiddlewareNoAllocs pins the no-copy rows' promise: the policy and
+// the handler's reading of the client allocate nothing.
 func TestPolicyMiddlewareNoAllocs(t *testing.T) {
 	var got netip.Addr
 	w := httptest.NewRecorder()
 	for _, s := range middlewareScenarios() {
 		hs, reqs := middlewares(t, s, &got)
-		h, req := hs["sourceip-policy"], reqs["sourceip-policy"]
-		assert.Zero(t, testing.AllocsPerRun(100, func() { h.ServeHTTP(w, req) }), s.name)
+		for _, name := range []string{"sourceip-policy", "sourceip-serve"} {
+			h, req := hs[name], reqs[name]
+			assert.Zero(t, testing.AllocsPerRun(100, func() { h.ServeHTTP(w, req) }), "%s/%s", s.name, name)
+		}
 	}
 }
 
