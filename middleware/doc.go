@@ -81,7 +81,9 @@
 // names its rule ([Decision], [Denial]) for logs and metrics. Unresolved and
 // masqueraded clients are refused unless the deciding rule says otherwise.
 // [NewSourceRanges] is the one-rule case: an allowlist. Use
-// [Policy.Handler] for HTTP, and [Policy.Check] or [Policy.Decide] for MQTT
+// [Policy.Handler] for HTTP in front of plain handlers, [Policy.Serve] where
+// the policy guards the handler that uses the client (it hands over the
+// resolution: the fastest way), and [Policy.Check] or [Policy.Decide] for MQTT
 // (with [ResultFromConn]) and gRPC (grpcsourceip calls Check with the full
 // method).
 //
