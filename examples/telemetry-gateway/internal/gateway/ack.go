@@ -211,13 +211,19 @@ func (a *ackQueue) waitIdle() {
 // them into its own acknowledgements unless told not to; a device gains
 // nothing from its user properties echoed).
 func ackPacket(p *pendingAck) packets.Packet {
+	return ackOf(packets.Puback, p.id, p.code)
+}
+
+// ackOf is the acknowledgement of type typ (PUBACK, PUBREC) of packet id
+// with reason code, and its reason string when code is an error.
+func ackOf(typ byte, id uint16, code packets.Code) packets.Packet {
 	pk := packets.Packet{
-		FixedHeader: packets.FixedHeader{Type: packets.Puback},
-		PacketID:    p.id,
-		ReasonCode:  p.code.Code,
+		FixedHeader: packets.FixedHeader{Type: typ},
+		PacketID:    id,
+		ReasonCode:  code.Code,
 	}
-	if p.code.Code >= packets.ErrUnspecifiedError.Code {
-		pk.Properties.ReasonString = p.code.Reason
+	if code.Code >= packets.ErrUnspecifiedError.Code {
+		pk.Properties.ReasonString = code.Reason
 	}
 	return pk
 }

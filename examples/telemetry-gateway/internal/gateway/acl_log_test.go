@@ -53,3 +53,32 @@ func TestForbiddenTopicIsOneLine(t *testing.T) {
 	assert.Zero(t, e.logs.count(map[string]string{"level": "ERROR"}))
 	assert.Zero(t, e.summary(t).Lines, "nothing in the sink")
 }
+
+// TestQoS2RefusalIsPubrec: an MQTT 5 QoS 2 PUBLISH the gateway refuses is
+// answered with PUBREC and the reason code (MQTT 5 §3.5), which ends the
+// exchange, never with a PUBACK, which belongs to QoS 1 (mochi writes a PUBACK
+// for any reason code a publish hook returns): a forbidden topic (0x87) and a
+// reading that is not valid JSON (0x99).
+func TestQoS2RefusalIsPubrec(t *testing.T) {
+	e := start(t, nil)
+	cfg := e.device("q2", 5, 2, "127.0.0.45:4500")
+	cfg.Timeout = 2 * time.Second
+	c, err := device.Connect(t.Context(), cfg)
+	require.NoError(t, err)
+	defer c.Close()
+	for _, tc := range []struct {
+		topic   string
+		payload []byte
+		code    byte
+	}{
+		{"elsewhere/q2", device.Reading("q2", 1, 1), 0x87},
+		{"telemetry/q2", []byte("not json"), 0x99},
+	} {
+		var pe *device.PublishError
+		if assert.ErrorAs(t, c.Publish(t.Context(), tc.topic, 2, tc.payload), &pe, tc.topic) {
+			assert.EqualValues(t, tc.code, pe.Code, tc.topic)
+		}
+	}
+	require.NoError(t, c.Publish(t.Context(), "telemetry/q2", 2, device.Reading("q2", 2, 1)), "the connection still serves QoS 2")
+	assert.Equal(t, 1, e.summary(t).Lines)
+}

@@ -502,8 +502,8 @@ type refusal struct {
 	end311  bool
 }
 
-// refuse turns a rejected reading into MQTT: a PUBACK (PUBREC at QoS 2) with
-// the reason code for MQTT 5 at QoS 1 and 2; for MQTT 3.1.1, which has no
+// refuse turns a rejected reading into MQTT: a PUBACK (PUBREC at QoS 2, which
+// refuse writes itself) with the reason code for MQTT 5 at QoS 1 and 2; for MQTT 3.1.1, which has no
 // negative acknowledgement, nothing, or the end of the connection when
 // why.end311 says so; at QoS 0 nothing. A QoS 1 refusal takes its place in
 // the ackQueue (p) like any other answer.
@@ -535,8 +535,11 @@ func (h *hook) refuse(ctx context.Context, cl *mqtt.Client, pk packets.Packet, s
 	switch {
 	case end:
 		_ = g.srv.DisconnectClient(cl, why.code)
-	case acked && p == nil: // QoS 2: mochi writes the PUBREC
-		return pk, why.code
+	case acked && p == nil:
+		// QoS 2, the acknowledgements before it written (waitIdle): the
+		// PUBREC with the reason code ends the exchange. Returned to mochi,
+		// the code would go out in a PUBACK, which belongs to QoS 1.
+		_ = cl.WritePacket(ackOf(packets.Pubrec, pk.PacketID, why.code))
 	}
 	return pk, packets.ErrRejectPacket
 }
