@@ -52,7 +52,7 @@ type connInfo struct {
 // be given Transport{PeerUntrusted: true}, which resolves to [ErrNoAddress]
 // whatever the trust says.
 //
-// It allocates once, and Resolve's allocations when the walk fails.
+// It allocates once.
 func NewConnContext(ctx context.Context, trust Trust, t Transport) context.Context {
 	c := &carrier[connInfo]{ctx, transportCtxKey, connInfo{t: t, trust: trust}}
 	if trust == nil {
@@ -61,8 +61,11 @@ func NewConnContext(ctx context.Context, trust Trust, t Transport) context.Conte
 	if r := trust.Resolver(); r != nil {
 		// With no headers, success means the walk ended at the socket peer or
 		// the PROXY source: a walk that reaches the header layer and finds
-		// no header fails with ErrAllTrusted or ErrTooFewHops.
-		if res, err := r.Resolve(t, nil); err == nil {
+		// no header fails with ErrAllTrusted or ErrTooFewHops. The walk
+		// reports its end without building the error Resolve would return
+		// (and allocate) for a connection whose headers decide.
+		var res Result
+		if f, _ := r.walk(&res, &t, nil); f == ReasonNone {
 			c.v.r, c.v.res = r, res
 		}
 	}

@@ -164,3 +164,40 @@ func TestConnContextString(t *testing.T) {
 	assert.False(t, ok, "a connection's node is not a stored Result")
 	assert.False(t, errors.Is(ErrNoTrust, ErrNoAddress))
 }
+
+// An Origin stored after the client's resolution (the middleware package's
+// NewOrigin, mounted inside New or behind ConnContext) is not a carrier of
+// the client: FromRequest and HoldRequest look past it to the stored Result
+// or the connection's node, and never refuse the request with ErrNoTrust
+// because an Origin was found first.
+func TestFromRequestPastOrigin(t *testing.T) {
+	r := MustNew(Config{TrustedProxies: private10, Header: "X-Forwarded-For"})
+	bg := context.Background()
+	xff := http.Header{"X-Forwarded-For": {"6.6.6.6, 198.51.100.7"}}
+	o := Origin{Scheme: "https", Host: "example.org"}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want string
+	}{
+		{"stored Result, then Origin", NewOriginContext(NewContext(NewConnContext(bg, r, Transport{Peer: ap("10.0.0.1:1")}), Result{Client: addr("198.51.100.1")}), o), "198.51.100.1"},
+		{"connection's node, then Origin: walked", NewOriginContext(NewConnContext(bg, r, Transport{Peer: ap("10.0.0.1:1")}), o), "198.51.100.7"},
+		{"connection's node, then Origin: named by the connection", NewOriginContext(NewConnContext(bg, r, Transport{Peer: ap("203.0.113.9:1")}), o), "203.0.113.9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := connRequest(tc.ctx, xff)
+			res, err := FromRequest(req)
+			require.NoError(t, err)
+			assert.Equal(t, addr(tc.want), res.Client)
+			h := HoldRequest(req, nil)
+			defer h.Release()
+			require.NoError(t, h.Err)
+			assert.Equal(t, addr(tc.want), h.Result.Client, "HoldRequest")
+			got, ok := OriginFromContext(tc.ctx)
+			require.True(t, ok)
+			assert.Equal(t, o, got, "the Origin is still found")
+		})
+	}
+	_, err := FromRequest(connRequest(NewOriginContext(bg, o), xff))
+	assert.ErrorIs(t, err, ErrNoTrust, "an Origin alone carries no trust")
+}

@@ -11,9 +11,9 @@ var (
 	resultCtxKey    = &ctxKey{"clientip.Result"}
 	transportCtxKey = &ctxKey{"clientip.Transport"}
 
-	// clientCtxKey is answered by every carrier of this package, so that
-	// one lookup finds the nearest of a stored Result and a connection's
-	// node (see FromRequest).
+	// clientCtxKey is answered by the carriers of a client, a stored Result
+	// and a connection's node, so that one lookup finds the nearest of them
+	// (see FromRequest); other carriers (an Origin) pass it on.
 	clientCtxKey = &ctxKey{"clientip.client"}
 )
 
@@ -27,7 +27,7 @@ type carrier[T any] struct {
 }
 
 func (c *carrier[T]) Value(key any) any {
-	if key == c.key || key == clientCtxKey {
+	if key == c.key || key == clientCtxKey && (c.key == resultCtxKey || c.key == transportCtxKey) {
 		return &c.v
 	}
 	return c.Context.Value(key)

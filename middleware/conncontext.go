@@ -38,8 +38,9 @@ import (
 // then refuses every request with [clientip.ErrNoTrust].
 //
 // To combine it with a ConnContext of your own, call one from the other. The
-// returned function allocates three times per connection with PROXY facts
-// and once without, and is safe for concurrent use.
+// returned function allocates four times per connection with PROXY facts
+// (three for proxyproto.NewContext) and once without, and is safe for
+// concurrent use.
 func ConnContext(trust clientip.Trust) func(context.Context, net.Conn) context.Context {
 	return func(ctx context.Context, c net.Conn) context.Context {
 		if f, ok := proxyproto.FactsFromConn(c); ok {

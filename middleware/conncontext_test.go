@@ -187,3 +187,38 @@ func TestConnContextUnix(t *testing.T) {
 		})
 	}
 }
+
+// ConnContext allocates per connection what its documentation states: once
+// for a TCP peer, four times with PROXY facts, whether the connection names
+// the client or hands on to a header (a trusted proxy's, the common case
+// behind a load balancer), so the answer that the header decides is not
+// built as an error and thrown away.
+func TestConnContextAllocs(t *testing.T) {
+	trust := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.0/8, 10.0.0.0/8"), Header: "X-Forwarded-For"})
+	direct := clientip.MustNew(clientip.Config{})
+	ln := loopback(t)
+	dial(t, "tcp", ln.Addr().String(), nil)
+	tcp := accept(t, ln)
+	pl, err := proxyproto.NewListener(loopback(t), proxyproto.Config{Trust: trust, ReadHeaderTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { pl.Close() })
+	hClient, hProxy := proxyHeader("198.51.100.7:5555"), proxyHeader("10.0.0.5:5555")
+	dial(t, "tcp", pl.Addr().String(), &hClient)
+	withClient := accept(t, pl)
+	dial(t, "tcp", pl.Addr().String(), &hProxy)
+	withProxy := accept(t, pl)
+	for _, tc := range []struct {
+		name  string
+		trust clientip.Trust
+		conn  net.Conn
+		want  float64
+	}{
+		{"direct TCP peer", direct, tcp, 1},
+		{"trusted proxy's TCP connection", trust, tcp, 1},
+		{"PROXY source is the client", trust, withClient, 4},
+		{"PROXY source is a trusted proxy", trust, withProxy, 4},
+	} {
+		cc := ConnContext(tc.trust)
+		assert.Equal(t, tc.want, testing.AllocsPerRun(100, func() { cc(context.Background(), tc.conn) }), tc.name)
+	}
+}

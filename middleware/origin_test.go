@@ -196,3 +196,26 @@ func TestOriginMiddlewareAllocs(t *testing.T) {
 		assert.LessOrEqual(t, testing.AllocsPerRun(200, func() { h.ServeHTTP(w, r) }), tc.max, "Apply %v", tc.apply)
 	}
 }
+
+// Behind the origin middleware, the middlewares and handlers that read the
+// client on demand still find it: clientip.FromRequest returns the Result
+// New stored, and RequireClient (with the connection's trust) admits the
+// request, instead of taking the Origin's context node for a server whose
+// connections carry no trust (500, ErrNoTrust).
+func TestOriginThenFromRequest(t *testing.T) {
+	requireClient, err := RequireClient(Config{})
+	require.NoError(t, err)
+	var got clientip.Result
+	var gotErr error
+	h := originChain(t, OriginConfig{}, requireClient(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, gotErr = clientip.FromRequest(r)
+	})))
+	req := connRequest(testResolver(t), "10.0.0.1:4000", "198.51.100.7")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	req.Header.Set("X-Forwarded-Host", "example.com")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.NoError(t, gotErr)
+	assert.Equal(t, addr("198.51.100.7"), got.Client)
+}
