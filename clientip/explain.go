@@ -142,10 +142,10 @@ func (t *trace) read(pos int, entry string, a netip.Addr) {
 // stopped, why; and the header entries the walk never read, which whoever
 // sent the request may have forged. Its Result and Err are those Resolve
 // returns for the same t and h: Explain runs the same walk, on a copy of r
-// that records each header entry the walk reads (the trace turns off one
-// shortcut, the IPv4 trust test on X-Forwarded-For's unparsed bytes, whose
-// equivalence with the general path the package's tests check on every
-// fuzz input).
+// that records each header entry the walk reads (the trace turns off two
+// shortcuts, the trust tests on X-Forwarded-For's dotted quads and plain
+// IPv6 entries as the walk parses them, whose equivalence with the general
+// path the package's tests check on every fuzz input).
 //
 // Explain is for diagnosis, not for every request: it allocates, and the
 // Explanation holds header text a client wrote. It is safe for concurrent
