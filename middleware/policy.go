@@ -60,8 +60,10 @@ type PolicyConfig struct {
 	Targets TargetKind
 
 	// Rules are the policy's rules per target. For TargetNames and
-	// TargetTopics the first rule that matches a target decides, and a
-	// rule that an earlier one always overshadows is an error; for
+	// TargetTopics the first rule that matches a target decides (an MQTT
+	// subscription is judged by every rule that decides a topic it
+	// receives; see TargetTopics), and a rule that an earlier one always
+	// overshadows is an error; for
 	// TargetPatterns the most specific pattern decides, as in ServeMux, and
 	// two rules with the same pattern are an error. Nil: the Default
 	// decides everything.
@@ -78,10 +80,15 @@ type PolicyConfig struct {
 	// chi.RouteContext(r.Context()).RoutePattern(), from a middleware
 	// mounted where routing is done, as chi's r.With or a route group's
 	// Use); with TargetPatterns, r.Pattern from a middleware mounted inside
-	// the application's ServeMux. It must not block or panic. Nil: with
-	// TargetPatterns the policy routes the request itself, with a ServeMux
-	// of its rules' patterns; with other kinds the target is "", which
-	// only a "*" name matches and no topic does.
+	// the application's ServeMux, where a pattern that names a rule picks
+	// it without routing again, and any other pattern (one of the
+	// application's that no rule names, or "" outside the ServeMux) is
+	// routed with the rules' patterns as without Route. A rule more
+	// specific than the pattern the application routed to does not apply:
+	// give the application that pattern too. It must not block or panic.
+	// Nil: with TargetPatterns the policy routes the request itself, with a
+	// ServeMux of its rules' patterns; with other kinds the target is "",
+	// which only a "*" name matches and no topic does.
 	Route func(*http.Request) string
 
 	// Trust, when not nil, is the trust each request is resolved under by
@@ -310,11 +317,40 @@ func (p *Policy) Check(target string, res clientip.Result, err error) error {
 // Decide is [Policy.Check] returning the [Decision]: the rule that decided,
 // also when it admits.
 func (p *Policy) Decide(target string, res clientip.Result, err error) Decision {
+	return p.decide(target, &res, err)
+}
+
+// decide finds the rule for target and judges res and err under it, or,
+// for an MQTT subscription, under every rule that decides a topic it
+// receives (decideSubscription).
+func (p *Policy) decide(target string, res *clientip.Result, err error) Decision {
+	if p.kind == TargetTopics && strings.ContainsAny(target, "+#") && validTopicFilter(target) {
+		return p.decideSubscription(target, res, err)
+	}
 	r := p.match(target)
 	if r == nil {
 		return Decision{Err: errInvalidTarget}
 	}
-	return r.judge(&res, err)
+	return r.judge(res, err)
+}
+
+// decideSubscription judges a topic filter with wildcards, which receives
+// every topic it matches: under each rule, in order, whose filter shares a
+// topic with it, until one covers it, and then under the Default when none
+// does. The first refusal decides; an admission names the rule that covers
+// the filter, or the Default. A rule whose shared topics all belong to
+// earlier rules judges too, so this errs towards refusing.
+func (p *Policy) decideSubscription(target string, res *clientip.Result, err error) Decision {
+	for i := range p.rules {
+		r := &p.rules[i]
+		if !topicOverlaps(r.target, target) {
+			continue
+		}
+		if d := r.judge(res, err); d.Err != nil || topicCovers(r.target, target) {
+			return d
+		}
+	}
+	return p.def.judge(res, err)
 }
 
 // errInvalidTarget is the refusal of a target no rule can judge.
@@ -425,21 +461,31 @@ func (p *Policy) decideRequest(r *http.Request, res *clientip.Result, err error)
 	case len(p.rules) == 0 && p.kind != TargetTopics:
 		rl = &p.def
 	case p.route != nil:
-		rl = p.match(p.route(r))
-	case p.kind == TargetPatterns:
-		rl = &p.def
-		if h, _ := p.mux.Handler(r); h != nil {
-			if i, ok := h.(ruleHandler); ok {
-				rl = &p.rules[i]
-			}
+		target := p.route(r)
+		if _, named := p.byPattern[target]; p.kind == TargetPatterns && !named {
+			// The application routed r to a pattern no rule names (or the
+			// policy is mounted outside its ServeMux): the rules decide.
+			rl = p.routed(r)
+			break
 		}
+		return p.decide(target, res, err)
+	case p.kind == TargetPatterns:
+		rl = p.routed(r)
 	default:
-		rl = p.match("")
-	}
-	if rl == nil {
-		return Decision{Err: errInvalidTarget}
+		return p.decide("", res, err)
 	}
 	return rl.judge(res, err)
+}
+
+// routed returns the rule whose pattern the policy's ServeMux routes r to,
+// or the Default when it routes r to none (a redirect, a 405, a 404).
+func (p *Policy) routed(r *http.Request) *rule {
+	if h, _ := p.mux.Handler(r); h != nil {
+		if i, ok := h.(ruleHandler); ok {
+			return &p.rules[i]
+		}
+	}
+	return &p.def
 }
 
 // Handler returns a handler that resolves each request's client on demand
@@ -453,9 +499,9 @@ func (p *Policy) decideRequest(r *http.Request, res *clientip.Result, err error)
 // router.Use(policy.Handler).
 //
 // An admitted request costs no allocation, except in a TargetPatterns
-// policy without a Route function, whose ServeMux allocates while it
-// routes, as the application's own does (a few small allocations for most
-// paths).
+// policy without a Route function (or whose Route names no rule's pattern),
+// whose ServeMux allocates while it routes, as the application's own does (a
+// few small allocations for most paths).
 func (p *Policy) Handler(h http.Handler) http.Handler {
 	return &policyHandler{p: p, next: h}
 }

@@ -113,6 +113,51 @@ func TestPolicyServeMuxPrecedence(t *testing.T) {
 	assert.Equal(t, "fallback", p.Decide("/no-such-pattern/", resolvedAt("198.51.100.7"), nil).Rule)
 }
 
+// With a Route function that reports the application's pattern
+// (r.Pattern), a request the application routes to a pattern no rule names
+// is still judged by the rule whose pattern covers it: "/admin/users" (or a
+// policy mounted outside the mux, where r.Pattern is "") under "/admin/", not
+// under a permissive Default.
+func TestPolicyRoutePatternNoRule(t *testing.T) {
+	p, err := NewPolicy(PolicyConfig{
+		Targets: TargetPatterns,
+		Rules:   []Rule{{Name: "admin", Target: "/admin/", Allow: office}},
+		Default: Rule{Name: "public", Allow: everyone},
+		Route:   func(r *http.Request) string { return r.Pattern },
+	})
+	require.NoError(t, err)
+	served := func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("served")) }
+	app := http.NewServeMux()
+	app.Handle("/admin/", p.Handler(http.HandlerFunc(served)))
+	app.Handle("/admin/users", p.Handler(http.HandlerFunc(served)))
+	app.Handle("/", p.Handler(http.HandlerFunc(served)))
+	for _, tc := range []struct {
+		name    string
+		h       http.Handler
+		path    string
+		client  string
+		allowed bool
+	}{
+		{"the pattern of a rule", app, "/admin/x", "203.0.113.9", false},
+		{"an application pattern no rule names, under a rule's subtree", app, "/admin/users", "203.0.113.9", false},
+		{"the same from the office", app, "/admin/users", "198.51.100.7", true},
+		{"outside every rule", app, "/x", "203.0.113.9", true},
+		{"mounted outside the mux: r.Pattern is empty", p.Handler(http.HandlerFunc(served)), "/admin/users", "203.0.113.9", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest("GET", "http://example.org"+tc.path, nil)
+			res := resolvedAt(tc.client)
+			rec := httptest.NewRecorder()
+			tc.h.ServeHTTP(rec, req.WithContext(clientip.NewContext(req.Context(), res)))
+			if tc.allowed {
+				assert.Equal(t, http.StatusOK, rec.Code)
+				return
+			}
+			assert.Equal(t, http.StatusForbidden, rec.Code)
+		})
+	}
+}
+
 // patternOf returns the pattern of the rule named name.
 func patternOf(p *Policy, name string) string {
 	for pattern, i := range p.byPattern {
@@ -158,8 +203,14 @@ func TestPolicyNames(t *testing.T) {
 	}
 }
 
-// Topics: the first rule whose filter covers the topic decides; a target
-// that is no topic is refused whatever the default says.
+// Topics: the first rule whose filter matches a topic name decides; a target
+// that is no topic is refused whatever the default says. A subscription
+// receives every topic its filter matches (MQTT 5.0 §4.7.1, 3.1.1 §4.7.1), so
+// it must not reach a topic whose rule refuses the client by being judged only
+// under a wider rule or the Default: "devices/+/+" and "#" receive
+// "devices/d1/firmware", which only the office may read. Every rule whose
+// filter shares a topic with the subscription judges it, in order, until one
+// covers it, and then the Default when none does; the first refusal decides.
 func TestPolicyTopics(t *testing.T) {
 	p, err := NewPolicy(PolicyConfig{
 		Targets: TargetTopics,
@@ -171,27 +222,35 @@ func TestPolicyTopics(t *testing.T) {
 		Default: Rule{Allow: everyone},
 	})
 	require.NoError(t, err)
+	const elsewhere, fromOffice = "203.0.113.9", "198.51.100.7"
 	tests := []struct {
 		name   string
+		client string
 		target string
 		rule   string
 		err    error
 	}{
-		{"first match: a specific filter before a wide one", "devices/d1/firmware", "firmware", ErrNotAllowed},
-		{"the wide one", "devices/d1/telemetry", "devices", nil},
-		{"# covers its parent", "devices", "devices", nil},
-		{"$SYS only by a rule that names it", "$SYS/broker/load", "sys", ErrNotAllowed},
-		{"a subscription within a rule", "devices/+/telemetry", "devices", nil},
-		{"a subscription wider than the first rule's filter: the first that covers it decides", "devices/+/+", "devices", nil},
-		{"a subscription to everything: no rule covers it", "#", "default", nil},
-		{"empty topic", "", "", ErrInvalidTarget},
-		{"misplaced #", "devices/#/x", "", ErrInvalidTarget},
-		{"U+0000", "devices/\x00", "", ErrInvalidTarget},
-		{"invalid UTF-8", "devices/\xff", "", ErrInvalidTarget},
+		{"first match: a specific filter before a wide one", elsewhere, "devices/d1/firmware", "firmware", ErrNotAllowed},
+		{"the wide one", elsewhere, "devices/d1/telemetry", "devices", nil},
+		{"# covers its parent", elsewhere, "devices", "devices", nil},
+		{"$SYS only by a rule that names it", elsewhere, "$SYS/broker/load", "sys", ErrNotAllowed},
+		{"a subscription within a rule", elsewhere, "devices/+/telemetry", "devices", nil},
+		{"§4.7.1.3 devices/+/+ receives devices/d1/firmware", elsewhere, "devices/+/+", "firmware", ErrNotAllowed},
+		{"§4.7.1.2 # receives devices/d1/firmware", elsewhere, "#", "firmware", ErrNotAllowed},
+		{"§4.7.1.2 devices/# receives devices/d1/firmware", elsewhere, "devices/#", "firmware", ErrNotAllowed},
+		{"§4.7.1.3 +/+/firmware receives devices/d1/firmware", elsewhere, "+/+/firmware", "firmware", ErrNotAllowed},
+		{"§4.7.1.3 devices/d1/+ receives devices/d1/firmware", elsewhere, "devices/d1/+", "firmware", ErrNotAllowed},
+		{"§4.7.2 + receives no $SYS topic, so the sys rule does not judge it", elsewhere, "+/broker/load", "default", nil},
+		{"every rule a subscription reaches admits; the Default decides the rest", fromOffice, "#", "default", nil},
+		{"a subscription from the office within the covering rule", fromOffice, "devices/+/+", "devices", nil},
+		{"empty topic", elsewhere, "", "", ErrInvalidTarget},
+		{"misplaced #", elsewhere, "devices/#/x", "", ErrInvalidTarget},
+		{"U+0000", elsewhere, "devices/\x00", "", ErrInvalidTarget},
+		{"invalid UTF-8", elsewhere, "devices/\xff", "", ErrInvalidTarget},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := p.Decide(tc.target, resolvedAt("203.0.113.9"), nil)
+			d := p.Decide(tc.target, resolvedAt(tc.client), nil)
 			assert.Equal(t, tc.rule, d.Rule)
 			if tc.err == nil {
 				assert.NoError(t, d.Err)
@@ -202,6 +261,12 @@ func TestPolicyTopics(t *testing.T) {
 			assert.Equal(t, OutcomeNotAllowed, d.Outcome())
 		})
 	}
+	// The Default judges a subscription no rule covers.
+	closed, err := NewPolicy(PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "devices", Target: "devices/#", Allow: everyone}}})
+	require.NoError(t, err)
+	d := closed.Decide("+/x", resolvedAt(fromOffice), nil)
+	assert.Equal(t, "default", d.Rule)
+	assert.ErrorIs(t, d.Err, ErrNotAllowed)
 }
 
 // How one rule judges a resolution: deny before allow, masqueraded and
@@ -467,6 +532,7 @@ func TestPolicyNoAllocs(t *testing.T) {
 	topics, err := NewPolicy(PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "d", Target: "devices/+/telemetry", Allow: everyone}}})
 	require.NoError(t, err)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { topics.Check("devices/d1/telemetry", in, nil) }), "topic Check")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { topics.Check("devices/+/#", in, nil) }), "subscription Check")
 
 	// Handler and Serve, with the request's target from a Route function (the
 	// ServeMux a TargetPatterns policy routes with allocates, as the

@@ -32,10 +32,16 @@ const (
 
 	// TargetTopics: each Rule.Target is an MQTT topic filter
 	// ("devices/+/telemetry", "$SYS/#"), and a target is a topic name (a
-	// PUBLISH) or a topic filter (a SUBSCRIBE), which a rule matches when
-	// its filter covers every topic the target stands for. The first rule in
-	// order that matches decides. A target that is not a valid topic or
-	// filter is refused whatever the rules say.
+	// PUBLISH) or a topic filter (a SUBSCRIBE). A topic name is judged by
+	// the first rule in order whose filter matches it. A filter with
+	// wildcards receives every topic it matches, so it is judged by each
+	// rule in order whose filter shares a topic with it, until one whose
+	// filter covers it, and by the Default when none does: the first
+	// refusal decides, and an admission names the covering rule or the
+	// Default. A rule whose shared topics all fall to earlier rules judges
+	// too, so a subscription may be refused where each of its topics would
+	// be admitted. A target that is not a valid topic or filter is refused
+	// whatever the rules say.
 	TargetTopics
 )
 

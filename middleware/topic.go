@@ -79,3 +79,31 @@ func topicCovers(filter, target string) bool {
 		filter, target = frest, trest
 	}
 }
+
+// topicOverlaps reports whether some topic name is matched by both filters a
+// and b: whether a subscription to one receives a topic the other matches.
+// Both must be valid filters. As in topicCovers, a wildcard first level
+// matches no topic whose first level begins with '$' (§4.7.2). It does not
+// allocate.
+func topicOverlaps(a, b string) bool {
+	if a[0] == '$' && (b[0] == '+' || b[0] == '#') || b[0] == '$' && (a[0] == '+' || a[0] == '#') {
+		return false
+	}
+	for {
+		al, arest, amore := cutLevel(a)
+		bl, brest, bmore := cutLevel(b)
+		switch {
+		case al == "#" || bl == "#":
+			return true
+		case al != bl && al != "+" && bl != "+":
+			return false
+		case !amore && !bmore:
+			return true
+		case !amore:
+			return brest == "#" // "a" and "a/#"
+		case !bmore:
+			return arest == "#"
+		}
+		a, b = arest, brest
+	}
+}
