@@ -270,7 +270,7 @@ func (p *Policy) addTarget(c *rule, target string, i int) (err error) {
 	case TargetNames:
 		c.target, c.prefix = strings.CutSuffix(target, "*")
 		for _, e := range p.rules {
-			if e.prefix && strings.HasPrefix(c.target, e.target) || !e.prefix && !c.prefix && e.target == c.target {
+			if e.prefix && c.prefix && strings.HasPrefix(c.target, e.target) || !c.prefix && e.matchesName(c.target) {
 				return fmt.Errorf("it never applies: every target it matches is matched by rule %q, earlier", e.name)
 			}
 		}
@@ -366,8 +366,7 @@ func (p *Policy) match(target string) *rule {
 		}
 	case TargetNames:
 		for i := range p.rules {
-			r := &p.rules[i]
-			if r.prefix && strings.HasPrefix(target, r.target) || !r.prefix && target == r.target {
+			if r := &p.rules[i]; r.matchesName(target) {
 				return r
 			}
 		}
@@ -382,6 +381,22 @@ func (p *Policy) match(target string) *rule {
 		}
 	}
 	return &p.def
+}
+
+// matchesName reports whether the rule of a TargetNames policy matches
+// name: exactly, or by prefix, where a prefix ending in '/' also matches the
+// name without that slash ("/admin/*" matches "/admin"), which is how chi
+// reports the "/" route of a group mounted at "/admin" and a route
+// registered as "/admin/".
+func (r *rule) matchesName(name string) bool {
+	if !r.prefix {
+		return name == r.target
+	}
+	if strings.HasPrefix(name, r.target) {
+		return true
+	}
+	n := len(name)
+	return n > 0 && n == len(r.target)-1 && r.target[n] == '/' && r.target[:n] == name
 }
 
 // judge decides about one resolution under r.

@@ -191,6 +191,8 @@ func TestPolicyNames(t *testing.T) {
 		{"an earlier exact rule wins over a later prefix", "/admin/users", "users-list"},
 		{"prefix", "/admin/users/{id}", "admin"},
 		{"chi's pattern for a mounted router", "/admin/*", "admin"},
+		{"chi's pattern for a group's / route, without its slash", "/admin", "admin"},
+		{"a prefix's parent is only its name without the slash", "/adminx", "default"},
 		{"gRPC service prefix", "/pkg.Admin/Delete", "grpc-admin"},
 		{"gRPC method", "/pkg.Store/Get", "grpc-get"},
 		{"gRPC method of another service", "/pkg.Store/Put", "default"},
@@ -201,6 +203,12 @@ func TestPolicyNames(t *testing.T) {
 			assert.Equal(t, tc.rule, p.Decide(tc.target, resolvedAt("198.51.100.7"), nil).Rule)
 		})
 	}
+	// "/*" has no parent name: the empty target (chi before routing) is
+	// still the Default's.
+	root, err := NewPolicy(PolicyConfig{Targets: TargetNames, Rules: []Rule{{Name: "root", Target: "/*", Allow: everyone}}})
+	require.NoError(t, err)
+	assert.Equal(t, "default", root.Decide("", resolvedAt("198.51.100.7"), nil).Rule)
+	assert.Equal(t, "root", root.Decide("/", resolvedAt("198.51.100.7"), nil).Rule)
 }
 
 // Topics: the first rule whose filter matches a topic name decides; a target
@@ -375,6 +383,7 @@ func TestNewPolicyErrors(t *testing.T) {
 		{"name shadowed by a prefix", PolicyConfig{Targets: TargetNames, Rules: []Rule{{Name: "a", Target: "/admin/*"}, {Name: "b", Target: "/admin/users"}}}, `rule "a", earlier`},
 		{"prefix shadowed by a shorter prefix", PolicyConfig{Targets: TargetNames, Rules: []Rule{{Name: "a", Target: "*"}, {Name: "b", Target: "/x*"}}}, `rule "a", earlier`},
 		{"name twice", PolicyConfig{Targets: TargetNames, Rules: []Rule{{Name: "a", Target: "/x"}, {Name: "b", Target: "/x"}}}, `rule "a", earlier`},
+		{"name shadowed by a prefix's parent", PolicyConfig{Targets: TargetNames, Rules: []Rule{{Name: "a", Target: "/admin/*"}, {Name: "b", Target: "/admin"}}}, `rule "a", earlier`},
 		{"invalid filter", PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "a", Target: "a/#/b"}}}, "not an MQTT topic filter"},
 		{"filter shadowed", PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "a", Target: "devices/#"}, {Name: "b", Target: "devices/+/x"}}}, `rule "a", earlier`},
 		{"trust without resolver", PolicyConfig{Trust: nilTrust{}}, "no resolver"},

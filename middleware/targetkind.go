@@ -26,8 +26,11 @@ const (
 	// TargetNames: each Rule.Target is a name compared exactly ("/users/{id}",
 	// as chi's RoutePattern reports a route; "/pkg.Service/Method", a gRPC
 	// full method), or a prefix when it ends in "*" ("/admin/*",
-	// "/pkg.Service/*"; "*" alone matches every name). The first rule in
-	// order that matches decides.
+	// "/pkg.Service/*"; "*" alone matches every name). A prefix ending in
+	// "/" also matches the name without that slash: "/admin/*" matches
+	// "/admin", which is what chi's RoutePattern reports for the "/" route
+	// of r.Route("/admin", ...) and for a route registered as "/admin/".
+	// The first rule in order that matches decides.
 	TargetNames
 
 	// TargetTopics: each Rule.Target is an MQTT topic filter
