@@ -386,6 +386,7 @@ func TestNewPolicyErrors(t *testing.T) {
 		{"name shadowed by a prefix's parent", PolicyConfig{Targets: TargetNames, Rules: []Rule{{Name: "a", Target: "/admin/*"}, {Name: "b", Target: "/admin"}}}, `rule "a", earlier`},
 		{"invalid filter", PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "a", Target: "a/#/b"}}}, "not an MQTT topic filter"},
 		{"filter shadowed", PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "a", Target: "devices/#"}, {Name: "b", Target: "devices/+/x"}}}, `rule "a", earlier`},
+		{"filter shadowed: /# has no parent topic", PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "a", Target: "/+/#"}, {Name: "b", Target: "/#"}}}, `rule "a", earlier`},
 		{"trust without resolver", PolicyConfig{Trust: nilTrust{}}, "no resolver"},
 	}
 	for _, tc := range tests {

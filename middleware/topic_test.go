@@ -54,6 +54,10 @@ func TestTopicCovers(t *testing.T) {
 		{"subscription +/# inside #", "#", "+/#", true},
 		{"subscription # inside +/#", "+/#", "#", true},
 		{"subscription $SYS/# not inside #", "#", "$SYS/#", false},
+		{"§4.7.3 \"\" is no topic, so /# stands for no parent and /+/# covers it", "/+/#", "/#", true},
+		{"§4.7.3 +/+/# covers /#", "+/+/#", "/#", true},
+		{"a/# has a parent, which a/+/# does not match", "a/+/#", "a/#", false},
+		{"// is the topic /, which /+/+/# does not match", "/+/+/#", "//#", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,6 +93,8 @@ func TestTopicOverlaps(t *testing.T) {
 		{"§4.7.2 + does not overlap $SYS", "$SYS/+", "+/broker", false, ""},
 		{"§4.7.2 $SYS/# overlaps $SYS/+", "$SYS/#", "$SYS/+", true, "$SYS/x"},
 		{"§4.7.2 $ only matters in the first level", "a/+", "a/$x", true, "a/$x"},
+		{"§4.7.3 /# and + share only \"\", which is no topic", "/#", "+", false, ""},
+		{"§4.7.3 /# and +/+ share /", "/#", "+/+", true, "/"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,6 +105,57 @@ func TestTopicOverlaps(t *testing.T) {
 				assert.True(t, refTopicMatch(tc.a, tc.shared) && refTopicMatch(tc.b, tc.shared), "the shared topic")
 			}
 		})
+	}
+}
+
+// topicCovers and topicOverlaps agree with the reference matcher on every
+// pair of filters of up to three levels drawn from a literal, a '$' level,
+// an empty level and the wildcards, over every topic name of up to four
+// levels: covers is set inclusion and overlaps is a shared name. Names of
+// more levels add nothing a filter of three levels can tell apart.
+func TestTopicExhaustive(t *testing.T) {
+	var filters, names []string
+	// gen appends prefix/level for each level, and what lies below it, to
+	// out; the prefix "\x00" stands for none, as "" is an empty level.
+	var gen func(prefix string, depth int, levels []string, out *[]string)
+	gen = func(prefix string, depth int, levels []string, out *[]string) {
+		for _, l := range levels {
+			s := l
+			if prefix != "\x00" {
+				s = prefix + "/" + l
+			}
+			if validTopicFilter(s) {
+				*out = append(*out, s)
+			}
+			if depth > 1 {
+				gen(s, depth-1, levels, out)
+			}
+		}
+	}
+	gen("\x00", 3, []string{"a", "$a", "", "+", "#"}, &filters)
+	gen("\x00", 4, []string{"a", "$a", "", "b"}, &names)
+	match := make(map[string][]bool, len(filters))
+	for _, f := range filters {
+		m := make([]bool, len(names))
+		for i, n := range names {
+			m[i] = refTopicMatch(f, n)
+		}
+		match[f] = m
+	}
+	for _, a := range filters {
+		for _, b := range filters {
+			covers, overlaps := true, false
+			for i := range names {
+				covers = covers && (!match[b][i] || match[a][i])
+				overlaps = overlaps || match[b][i] && match[a][i]
+			}
+			if topicCovers(a, b) != covers {
+				t.Errorf("topicCovers(%q, %q) = %v; the names say %v", a, b, !covers, covers)
+			}
+			if topicOverlaps(a, b) != overlaps {
+				t.Errorf("topicOverlaps(%q, %q) = %v; the names say %v", a, b, !overlaps, overlaps)
+			}
+		}
 	}
 }
 
