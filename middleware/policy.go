@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"path"
 	"strings"
 
 	"github.com/sourceip/sourceip/clientip"
@@ -471,25 +472,35 @@ func (p *Policy) resolve(r *http.Request) (clientip.Result, error) {
 
 // decideRequest finds the rule for r and judges res and err under it.
 func (p *Policy) decideRequest(r *http.Request, res *clientip.Result, err error) Decision {
-	var rl *rule
 	switch {
 	case len(p.rules) == 0 && p.kind != TargetTopics:
-		rl = &p.def
-	case p.route != nil:
-		target := p.route(r)
-		if _, named := p.byPattern[target]; p.kind == TargetPatterns && !named {
-			// The application routed r to a pattern no rule names (or the
-			// policy is mounted outside its ServeMux): the rules decide.
-			rl = p.routed(r)
-			break
-		}
-		return p.decide(target, res, err)
+		return p.def.judge(res, err)
 	case p.kind == TargetPatterns:
-		rl = p.routed(r)
-	default:
-		return p.decide("", res, err)
+		rl := p.patternRule(r)
+		if alt := p.decodedRule(r); alt != nil && alt != rl {
+			// A handler that reads r.URL.Path serves what alt guards.
+			if d := alt.judge(res, err); d.Err != nil {
+				return d
+			}
+		}
+		return rl.judge(res, err)
+	case p.route != nil:
+		return p.decide(p.route(r), res, err)
 	}
-	return rl.judge(res, err)
+	return p.decide("", res, err)
+}
+
+// patternRule returns the rule of a TargetPatterns policy for r: the one
+// whose pattern Route reports, or else the one the rules' ServeMux routes r
+// to. A pattern no rule names (one of the application's, or "" outside its
+// ServeMux) is routed with the rules' patterns.
+func (p *Policy) patternRule(r *http.Request) *rule {
+	if p.route != nil {
+		if i, ok := p.byPattern[p.route(r)]; ok {
+			return &p.rules[i]
+		}
+	}
+	return p.routed(r)
 }
 
 // routed returns the rule whose pattern the policy's ServeMux routes r to,
@@ -501,6 +512,50 @@ func (p *Policy) routed(r *http.Request) *rule {
 		}
 	}
 	return &p.def
+}
+
+// decodedRule returns the rule the rules' ServeMux routes r to by its
+// decoded path, cleaned as ServeMux cleans one, when that differs from the
+// escaped path ServeMux routes by: an escaped '/' or '.' ("%2F", "%2e%2e"),
+// or an unclean path. A handler that reads r.URL.Path (http.FileServer
+// cleans and serves it) serves what that rule guards. It returns nil for
+// the usual request, whose path is clean and has no such escapes, without
+// allocating.
+func (p *Policy) decodedRule(r *http.Request) *rule {
+	if r.URL == nil || r.URL.Path == "" || r.URL.RawPath == "" && isCleanPath(r.URL.Path) {
+		return nil
+	}
+	u := *r.URL
+	u.Path, u.RawPath = cleanPath(r.URL.Path), ""
+	if u.Path == r.URL.EscapedPath() {
+		return nil
+	}
+	decoded := *r
+	decoded.URL = &u
+	return p.routed(&decoded)
+}
+
+// isCleanPath reports whether p is a path ServeMux leaves as it is: rooted,
+// without empty, "." or ".." segments.
+func isCleanPath(p string) bool {
+	return strings.HasPrefix(p, "/") && !strings.Contains(p, "//") && !strings.Contains(p, "/./") &&
+		!strings.Contains(p, "/../") && !strings.HasSuffix(p, "/.") && !strings.HasSuffix(p, "/..")
+}
+
+// cleanPath returns p rooted and cleaned, keeping a trailing slash, as
+// ServeMux cleans a request's path.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 // Handler returns a handler that resolves each request's client on demand
@@ -516,7 +571,8 @@ func (p *Policy) routed(r *http.Request) *rule {
 // An admitted request costs no allocation, except in a TargetPatterns
 // policy without a Route function (or whose Route names no rule's pattern),
 // whose ServeMux allocates while it routes, as the application's own does (a
-// few small allocations for most paths).
+// few small allocations for most paths), and for a path that is unclean or
+// escapes '/' or '.', which such a policy routes a second time.
 func (p *Policy) Handler(h http.Handler) http.Handler {
 	return &policyHandler{p: p, next: h}
 }

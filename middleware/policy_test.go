@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -155,6 +157,62 @@ func TestPolicyRoutePatternNoRule(t *testing.T) {
 			}
 			assert.Equal(t, http.StatusForbidden, rec.Code)
 		})
+	}
+}
+
+// A handler that reads r.URL.Path, as http.FileServer does, serves the
+// decoded, cleaned path, while ServeMux routes the escaped one as it came:
+// "/admin%2fsecret.txt" and "/x/%2e%2e/admin/secret.txt" route to "/" but
+// serve /admin/secret.txt, and an unclean "/x/../admin/secret.txt" reaches a
+// FileServer the policy guards without a ServeMux. The rule the decoded path
+// routes to judges such a request too, so the admin subtree is not served
+// under "/" or the Default.
+func TestPolicyDecodedPath(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "admin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "admin", "secret.txt"), []byte("secret"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.txt"), []byte("index"), 0o600))
+	files := http.FileServer(http.Dir(dir))
+	p, err := NewPolicy(PolicyConfig{
+		Targets: TargetPatterns,
+		Rules:   []Rule{{Name: "admin", Target: "/admin/", Allow: office}, {Name: "site", Target: "/", Allow: everyone}},
+		Default: Rule{Name: "other", Allow: everyone},
+	})
+	require.NoError(t, err)
+	app := http.NewServeMux()
+	app.Handle("/", files)
+	for _, tc := range []struct {
+		name, path string
+		h          http.Handler
+	}{
+		{"escaped slash", "/admin%2fsecret.txt", p.Handler(app)},
+		{"escaped dot-dot", "/x/%2e%2e/admin/secret.txt", p.Handler(app)},
+		{"escaped dot-dot at the root", "/%2e%2e/admin/secret.txt", p.Handler(app)},
+		{"unclean path without a ServeMux", "/x/../admin/secret.txt", p.Handler(files)},
+		{"escaped slash without a ServeMux", "/admin%2Fsecret.txt", p.Handler(files)},
+	} {
+		for _, client := range []string{"203.0.113.9", "198.51.100.7"} {
+			t.Run(tc.name+" from "+client, func(t *testing.T) {
+				req := httptest.NewRequest("GET", tc.path, nil)
+				req = req.WithContext(clientip.NewContext(req.Context(), resolvedAt(client)))
+				rec := httptest.NewRecorder()
+				tc.h.ServeHTTP(rec, req)
+				if office.Contains(netip.MustParseAddr(client)) {
+					assert.NotEqual(t, http.StatusForbidden, rec.Code)
+					return
+				}
+				assert.Equal(t, http.StatusForbidden, rec.Code)
+				assert.NotContains(t, rec.Body.String(), "secret")
+			})
+		}
+	}
+	// The site itself, escaped or not, is still the site's.
+	for _, path := range []string{"/index.txt", "/%69ndex.txt"} {
+		req := httptest.NewRequest("GET", path, nil)
+		res := resolvedAt("203.0.113.9")
+		d := p.decideRequest(req, &res, nil)
+		assert.Equal(t, "site", d.Rule, path)
+		assert.NoError(t, d.Err, path)
 	}
 }
 
@@ -543,6 +601,11 @@ func TestPolicyNoAllocs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { topics.Check("devices/d1/telemetry", in, nil) }), "topic Check")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { topics.Check("devices/+/#", in, nil) }), "subscription Check")
+	byPattern, err := NewPolicy(PolicyConfig{Targets: TargetPatterns, Rules: []Rule{{Name: "admin", Target: "/admin/", Allow: office}},
+		Route: func(*http.Request) string { return "/admin/" }})
+	require.NoError(t, err)
+	routed := httptest.NewRequest("GET", "/admin/x", nil)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { byPattern.decideRequest(routed, &in, nil) }), "a pattern from Route, clean path")
 
 	// Handler and Serve, with the request's target from a Route function (the
 	// ServeMux a TargetPatterns policy routes with allocates, as the

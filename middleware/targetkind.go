@@ -18,9 +18,12 @@ const (
 	// patterns routes it to: the most specific pattern wins, as in the
 	// application's own ServeMux, and order does not matter. A request that
 	// ServeMux would redirect (to add a trailing slash or clean the path) or
-	// answer with 405 matches no rule. Given to [Policy.Check], a target is
-	// a pattern as ServeMux reports it (http.Request.Pattern) and matches the
-	// rule with that exact pattern.
+	// answer with 405 matches no rule. A request whose path escapes '/' or
+	// '.' ("/admin%2Fkey", "/x/%2e%2e/admin/") or is unclean is also judged
+	// by the rule its decoded, cleaned path routes to, which a handler that
+	// reads r.URL.Path (http.FileServer) serves; the first refusal decides.
+	// Given to [Policy.Check], a target is a pattern as ServeMux reports it
+	// (http.Request.Pattern) and matches the rule with that exact pattern.
 	TargetPatterns
 
 	// TargetNames: each Rule.Target is a name compared exactly ("/users/{id}",
