@@ -538,8 +538,28 @@ func (p *Policy) decodedRule(r *http.Request) *rule {
 // isCleanPath reports whether p is a path ServeMux leaves as it is: rooted,
 // without empty, "." or ".." segments.
 func isCleanPath(p string) bool {
-	return strings.HasPrefix(p, "/") && !strings.Contains(p, "//") && !strings.Contains(p, "/./") &&
-		!strings.Contains(p, "/../") && !strings.HasSuffix(p, "/.") && !strings.HasSuffix(p, "/..")
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] != '/' {
+			continue
+		}
+		// The segment after this '/' must not be empty (before another
+		// '/'), "." or "..".
+		j := i + 1
+		if j < len(p) && p[j] == '/' {
+			return false
+		}
+		k := j
+		for k < len(p) && k-j < 3 && p[k] == '.' {
+			k++
+		}
+		if k > j && k-j <= 2 && (k == len(p) || p[k] == '/') {
+			return false
+		}
+	}
+	return true
 }
 
 // cleanPath returns p rooted and cleaned, keeping a trailing slash, as

@@ -216,6 +216,14 @@ func TestPolicyDecodedPath(t *testing.T) {
 	}
 }
 
+// isCleanPath and cleanPath agree: a path is clean when cleaning leaves it.
+func TestIsCleanPath(t *testing.T) {
+	for _, p := range []string{"", "/", "//", "/a", "/a/", "/a//b", "/.", "/..", "/./a", "/../a", "/a/.", "/a/..",
+		"/a/./", "/a/../", "/...", "/.a", "/a..", "/a/.../b", "/..a/b", "a", "*", "/a/b/c/"} {
+		assert.Equal(t, cleanPath(p) == p, isCleanPath(p), "%q", p)
+	}
+}
+
 // patternOf returns the pattern of the rule named name.
 func patternOf(p *Policy, name string) string {
 	for pattern, i := range p.byPattern {
