@@ -124,7 +124,9 @@ type PolicyConfig struct {
 //
 // Each decision names the rule that made it ([Decision], [Denial]): the first
 // rule whose target matches (or, for ServeMux patterns, the most specific),
-// and the Default when none does. Within a rule Deny is checked before
+// and the Default when none does; where a target reaches more than one rule
+// (an MQTT subscription, an escaped or unclean path), the first of them that
+// refuses. Within a rule Deny is checked before
 // Allow. It fails closed: a target no rule matches gets the Default, whose
 // zero value refuses everyone; a client that could not be resolved, and a
 // result flagged as masqueraded, whose address is a node standing in for a
