@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"path"
 	"strings"
 
 	"github.com/sourceip/sourceip/clientip"
@@ -60,8 +61,10 @@ type PolicyConfig struct {
 	Targets TargetKind
 
 	// Rules are the policy's rules per target. For TargetNames and
-	// TargetTopics the first rule that matches a target decides, and a
-	// rule that an earlier one always overshadows is an error; for
+	// TargetTopics the first rule that matches a target decides (an MQTT
+	// subscription is judged by every rule that decides a topic it
+	// receives; see TargetTopics), and a rule that an earlier one always
+	// overshadows is an error; for
 	// TargetPatterns the most specific pattern decides, as in ServeMux, and
 	// two rules with the same pattern are an error. Nil: the Default
 	// decides everything.
@@ -78,10 +81,15 @@ type PolicyConfig struct {
 	// chi.RouteContext(r.Context()).RoutePattern(), from a middleware
 	// mounted where routing is done, as chi's r.With or a route group's
 	// Use); with TargetPatterns, r.Pattern from a middleware mounted inside
-	// the application's ServeMux. It must not block or panic. Nil: with
-	// TargetPatterns the policy routes the request itself, with a ServeMux
-	// of its rules' patterns; with other kinds the target is "", which
-	// only a "*" name matches and no topic does.
+	// the application's ServeMux, where a pattern that names a rule picks
+	// it without routing again, and any other pattern (one of the
+	// application's that no rule names, or "" outside the ServeMux) is
+	// routed with the rules' patterns as without Route. A rule more
+	// specific than the pattern the application routed to does not apply:
+	// give the application that pattern too. It must not block or panic.
+	// Nil: with TargetPatterns the policy routes the request itself, with a
+	// ServeMux of its rules' patterns; with other kinds the target is "",
+	// which only a "*" name matches and no topic does.
 	Route func(*http.Request) string
 
 	// Trust, when not nil, is the trust each request is resolved under by
@@ -116,7 +124,9 @@ type PolicyConfig struct {
 //
 // Each decision names the rule that made it ([Decision], [Denial]): the first
 // rule whose target matches (or, for ServeMux patterns, the most specific),
-// and the Default when none does. Within a rule Deny is checked before
+// and the Default when none does; where a target reaches more than one rule
+// (an MQTT subscription, an escaped or unclean path), the first of them that
+// refuses. Within a rule Deny is checked before
 // Allow. It fails closed: a target no rule matches gets the Default, whose
 // zero value refuses everyone; a client that could not be resolved, and a
 // result flagged as masqueraded, whose address is a node standing in for a
@@ -263,7 +273,7 @@ func (p *Policy) addTarget(c *rule, target string, i int) (err error) {
 	case TargetNames:
 		c.target, c.prefix = strings.CutSuffix(target, "*")
 		for _, e := range p.rules {
-			if e.prefix && strings.HasPrefix(c.target, e.target) || !e.prefix && !c.prefix && e.target == c.target {
+			if e.prefix && c.prefix && strings.HasPrefix(c.target, e.target) || !c.prefix && e.matchesName(c.target) {
 				return fmt.Errorf("it never applies: every target it matches is matched by rule %q, earlier", e.name)
 			}
 		}
@@ -310,11 +320,40 @@ func (p *Policy) Check(target string, res clientip.Result, err error) error {
 // Decide is [Policy.Check] returning the [Decision]: the rule that decided,
 // also when it admits.
 func (p *Policy) Decide(target string, res clientip.Result, err error) Decision {
+	return p.decide(target, &res, err)
+}
+
+// decide finds the rule for target and judges res and err under it, or,
+// for an MQTT subscription, under every rule that decides a topic it
+// receives (decideSubscription).
+func (p *Policy) decide(target string, res *clientip.Result, err error) Decision {
+	if p.kind == TargetTopics && strings.ContainsAny(target, "+#") && validTopicFilter(target) {
+		return p.decideSubscription(target, res, err)
+	}
 	r := p.match(target)
 	if r == nil {
 		return Decision{Err: errInvalidTarget}
 	}
-	return r.judge(&res, err)
+	return r.judge(res, err)
+}
+
+// decideSubscription judges a topic filter with wildcards, which receives
+// every topic it matches: under each rule, in order, whose filter shares a
+// topic with it, until one covers it, and then under the Default when none
+// does. The first refusal decides; an admission names the rule that covers
+// the filter, or the Default. A rule whose shared topics all belong to
+// earlier rules judges too, so this errs towards refusing.
+func (p *Policy) decideSubscription(target string, res *clientip.Result, err error) Decision {
+	for i := range p.rules {
+		r := &p.rules[i]
+		if !topicOverlaps(r.target, target) {
+			continue
+		}
+		if d := r.judge(res, err); d.Err != nil || topicCovers(r.target, target) {
+			return d
+		}
+	}
+	return p.def.judge(res, err)
 }
 
 // errInvalidTarget is the refusal of a target no rule can judge.
@@ -330,8 +369,7 @@ func (p *Policy) match(target string) *rule {
 		}
 	case TargetNames:
 		for i := range p.rules {
-			r := &p.rules[i]
-			if r.prefix && strings.HasPrefix(target, r.target) || !r.prefix && target == r.target {
+			if r := &p.rules[i]; r.matchesName(target) {
 				return r
 			}
 		}
@@ -346,6 +384,22 @@ func (p *Policy) match(target string) *rule {
 		}
 	}
 	return &p.def
+}
+
+// matchesName reports whether the rule of a TargetNames policy matches
+// name: exactly, or by prefix, where a prefix ending in '/' also matches the
+// name without that slash ("/admin/*" matches "/admin"), which is how chi
+// reports the "/" route of a group mounted at "/admin" and a route
+// registered as "/admin/".
+func (r *rule) matchesName(name string) bool {
+	if !r.prefix {
+		return name == r.target
+	}
+	if strings.HasPrefix(name, r.target) {
+		return true
+	}
+	n := len(name)
+	return n > 0 && n == len(r.target)-1 && r.target[n] == '/' && r.target[:n] == name
 }
 
 // judge decides about one resolution under r.
@@ -420,26 +474,110 @@ func (p *Policy) resolve(r *http.Request) (clientip.Result, error) {
 
 // decideRequest finds the rule for r and judges res and err under it.
 func (p *Policy) decideRequest(r *http.Request, res *clientip.Result, err error) Decision {
-	var rl *rule
 	switch {
 	case len(p.rules) == 0 && p.kind != TargetTopics:
-		rl = &p.def
-	case p.route != nil:
-		rl = p.match(p.route(r))
+		return p.def.judge(res, err)
 	case p.kind == TargetPatterns:
-		rl = &p.def
-		if h, _ := p.mux.Handler(r); h != nil {
-			if i, ok := h.(ruleHandler); ok {
-				rl = &p.rules[i]
+		rl := p.patternRule(r)
+		if alt := p.decodedRule(r); alt != nil && alt != rl {
+			// A handler that reads r.URL.Path serves what alt guards.
+			if d := alt.judge(res, err); d.Err != nil {
+				return d
 			}
 		}
-	default:
-		rl = p.match("")
+		return rl.judge(res, err)
+	case p.route != nil:
+		return p.decide(p.route(r), res, err)
 	}
-	if rl == nil {
-		return Decision{Err: errInvalidTarget}
+	return p.decide("", res, err)
+}
+
+// patternRule returns the rule of a TargetPatterns policy for r: the one
+// whose pattern Route reports, or else the one the rules' ServeMux routes r
+// to. A pattern no rule names (one of the application's, or "" outside its
+// ServeMux) is routed with the rules' patterns.
+func (p *Policy) patternRule(r *http.Request) *rule {
+	if p.route != nil {
+		if i, ok := p.byPattern[p.route(r)]; ok {
+			return &p.rules[i]
+		}
 	}
-	return rl.judge(res, err)
+	return p.routed(r)
+}
+
+// routed returns the rule whose pattern the policy's ServeMux routes r to,
+// or the Default when it routes r to none (a redirect, a 405, a 404).
+func (p *Policy) routed(r *http.Request) *rule {
+	if h, _ := p.mux.Handler(r); h != nil {
+		if i, ok := h.(ruleHandler); ok {
+			return &p.rules[i]
+		}
+	}
+	return &p.def
+}
+
+// decodedRule returns the rule the rules' ServeMux routes r to by its
+// decoded path, cleaned as ServeMux cleans one, when that differs from the
+// escaped path ServeMux routes by: an escaped '/' or '.' ("%2F", "%2e%2e"),
+// or an unclean path. A handler that reads r.URL.Path (http.FileServer
+// cleans and serves it) serves what that rule guards. It returns nil for
+// the usual request, whose path is clean and has no such escapes, without
+// allocating.
+func (p *Policy) decodedRule(r *http.Request) *rule {
+	if r.URL == nil || r.URL.Path == "" || r.URL.RawPath == "" && isCleanPath(r.URL.Path) {
+		return nil
+	}
+	u := *r.URL
+	u.Path, u.RawPath = cleanPath(r.URL.Path), ""
+	if u.Path == r.URL.EscapedPath() {
+		return nil
+	}
+	decoded := *r
+	decoded.URL = &u
+	return p.routed(&decoded)
+}
+
+// isCleanPath reports whether p is a path ServeMux leaves as it is: rooted,
+// without empty, "." or ".." segments.
+func isCleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] != '/' {
+			continue
+		}
+		// The segment after this '/' must not be empty (before another
+		// '/'), "." or "..".
+		j := i + 1
+		if j < len(p) && p[j] == '/' {
+			return false
+		}
+		k := j
+		for k < len(p) && k-j < 3 && p[k] == '.' {
+			k++
+		}
+		if k > j && k-j <= 2 && (k == len(p) || p[k] == '/') {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanPath returns p rooted and cleaned, keeping a trailing slash, as
+// ServeMux cleans a request's path.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 // Handler returns a handler that resolves each request's client on demand
@@ -453,9 +591,10 @@ func (p *Policy) decideRequest(r *http.Request, res *clientip.Result, err error)
 // router.Use(policy.Handler).
 //
 // An admitted request costs no allocation, except in a TargetPatterns
-// policy without a Route function, whose ServeMux allocates while it
-// routes, as the application's own does (a few small allocations for most
-// paths).
+// policy without a Route function (or whose Route names no rule's pattern),
+// whose ServeMux allocates while it routes, as the application's own does (a
+// few small allocations for most paths), and for a path that is unclean or
+// escapes '/' or '.', which such a policy routes a second time.
 func (p *Policy) Handler(h http.Handler) http.Handler {
 	return &policyHandler{p: p, next: h}
 }

@@ -92,7 +92,8 @@ func ExampleNewPolicy() {
 }
 
 // Rules per MQTT topic for a broker's ACL hook: the first filter that covers
-// the topic decides, and every decision names its rule.
+// the topic decides, a subscription is judged by every rule whose topics it
+// would receive, and every decision names its rule.
 func ExamplePolicy_Decide() {
 	fleet := clientip.MustParsePrefixSet("198.51.100.0/24")
 	policy, err := middleware.NewPolicy(middleware.PolicyConfig{
@@ -107,7 +108,7 @@ func ExamplePolicy_Decide() {
 	}
 	// In the hook, res and err come from middleware.ResultFromConn.
 	res := clientip.Result{Client: netip.MustParseAddr("198.51.100.77"), Source: clientip.SourceProxyProtocol}
-	for _, topic := range []string{"devices/d1/telemetry/temp", "devices/d1/firmware", "devices/d1/telemetry/#", "$SYS/broker/load", "devices/#/x"} {
+	for _, topic := range []string{"devices/d1/telemetry/temp", "devices/d1/firmware", "devices/d1/telemetry/#", "devices/+/#", "$SYS/broker/load", "devices/#/x"} {
 		d := policy.Decide(topic, res, nil)
 		fmt.Printf("%s: rule %q, %v\n", topic, d.Rule, d.Outcome())
 	}
@@ -115,6 +116,7 @@ func ExamplePolicy_Decide() {
 	// devices/d1/telemetry/temp: rule "telemetry", resolved
 	// devices/d1/firmware: rule "firmware", not_allowed
 	// devices/d1/telemetry/#: rule "telemetry", resolved
+	// devices/+/#: rule "firmware", not_allowed
 	// $SYS/broker/load: rule "default", not_allowed
 	// devices/#/x: rule "", not_allowed
 }

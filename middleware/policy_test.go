@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -113,6 +115,115 @@ func TestPolicyServeMuxPrecedence(t *testing.T) {
 	assert.Equal(t, "fallback", p.Decide("/no-such-pattern/", resolvedAt("198.51.100.7"), nil).Rule)
 }
 
+// With a Route function that reports the application's pattern
+// (r.Pattern), a request the application routes to a pattern no rule names
+// is still judged by the rule whose pattern covers it: "/admin/users" (or a
+// policy mounted outside the mux, where r.Pattern is "") under "/admin/", not
+// under a permissive Default.
+func TestPolicyRoutePatternNoRule(t *testing.T) {
+	p, err := NewPolicy(PolicyConfig{
+		Targets: TargetPatterns,
+		Rules:   []Rule{{Name: "admin", Target: "/admin/", Allow: office}},
+		Default: Rule{Name: "public", Allow: everyone},
+		Route:   func(r *http.Request) string { return r.Pattern },
+	})
+	require.NoError(t, err)
+	served := func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("served")) }
+	app := http.NewServeMux()
+	app.Handle("/admin/", p.Handler(http.HandlerFunc(served)))
+	app.Handle("/admin/users", p.Handler(http.HandlerFunc(served)))
+	app.Handle("/", p.Handler(http.HandlerFunc(served)))
+	for _, tc := range []struct {
+		name    string
+		h       http.Handler
+		path    string
+		client  string
+		allowed bool
+	}{
+		{"the pattern of a rule", app, "/admin/x", "203.0.113.9", false},
+		{"an application pattern no rule names, under a rule's subtree", app, "/admin/users", "203.0.113.9", false},
+		{"the same from the office", app, "/admin/users", "198.51.100.7", true},
+		{"outside every rule", app, "/x", "203.0.113.9", true},
+		{"mounted outside the mux: r.Pattern is empty", p.Handler(http.HandlerFunc(served)), "/admin/users", "203.0.113.9", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest("GET", "http://example.org"+tc.path, nil)
+			res := resolvedAt(tc.client)
+			rec := httptest.NewRecorder()
+			tc.h.ServeHTTP(rec, req.WithContext(clientip.NewContext(req.Context(), res)))
+			if tc.allowed {
+				assert.Equal(t, http.StatusOK, rec.Code)
+				return
+			}
+			assert.Equal(t, http.StatusForbidden, rec.Code)
+		})
+	}
+}
+
+// A handler that reads r.URL.Path, as http.FileServer does, serves the
+// decoded, cleaned path, while ServeMux routes the escaped one as it came:
+// "/admin%2fsecret.txt" and "/x/%2e%2e/admin/secret.txt" route to "/" but
+// serve /admin/secret.txt, and an unclean "/x/../admin/secret.txt" reaches a
+// FileServer the policy guards without a ServeMux. The rule the decoded path
+// routes to judges such a request too, so the admin subtree is not served
+// under "/" or the Default.
+func TestPolicyDecodedPath(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "admin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "admin", "secret.txt"), []byte("secret"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.txt"), []byte("index"), 0o600))
+	files := http.FileServer(http.Dir(dir))
+	p, err := NewPolicy(PolicyConfig{
+		Targets: TargetPatterns,
+		Rules:   []Rule{{Name: "admin", Target: "/admin/", Allow: office}, {Name: "site", Target: "/", Allow: everyone}},
+		Default: Rule{Name: "other", Allow: everyone},
+	})
+	require.NoError(t, err)
+	app := http.NewServeMux()
+	app.Handle("/", files)
+	for _, tc := range []struct {
+		name, path string
+		h          http.Handler
+	}{
+		{"escaped slash", "/admin%2fsecret.txt", p.Handler(app)},
+		{"escaped dot-dot", "/x/%2e%2e/admin/secret.txt", p.Handler(app)},
+		{"escaped dot-dot at the root", "/%2e%2e/admin/secret.txt", p.Handler(app)},
+		{"unclean path without a ServeMux", "/x/../admin/secret.txt", p.Handler(files)},
+		{"escaped slash without a ServeMux", "/admin%2Fsecret.txt", p.Handler(files)},
+	} {
+		for _, client := range []string{"203.0.113.9", "198.51.100.7"} {
+			t.Run(tc.name+" from "+client, func(t *testing.T) {
+				req := httptest.NewRequest("GET", tc.path, nil)
+				req = req.WithContext(clientip.NewContext(req.Context(), resolvedAt(client)))
+				rec := httptest.NewRecorder()
+				tc.h.ServeHTTP(rec, req)
+				if office.Contains(netip.MustParseAddr(client)) {
+					assert.NotEqual(t, http.StatusForbidden, rec.Code)
+					return
+				}
+				assert.Equal(t, http.StatusForbidden, rec.Code)
+				assert.NotContains(t, rec.Body.String(), "secret")
+			})
+		}
+	}
+	// The site itself, escaped or not, is still the site's.
+	for _, path := range []string{"/index.txt", "/%69ndex.txt"} {
+		req := httptest.NewRequest("GET", path, nil)
+		res := resolvedAt("203.0.113.9")
+		d := p.decideRequest(req, &res, nil)
+		assert.Equal(t, "site", d.Rule, path)
+		assert.NoError(t, d.Err, path)
+	}
+}
+
+// isCleanPath and cleanPath agree: a path is clean when cleaning leaves it.
+func TestIsCleanPath(t *testing.T) {
+	for _, p := range []string{"", "/", "//", "/a", "/a/", "/a//b", "/.", "/..", "/./a", "/../a", "/a/.", "/a/..",
+		"/a/./", "/a/../", "/...", "/.a", "/a..", "/a/.../b", "/..a/b", "a", "*", "/a/b/c/"} {
+		assert.Equal(t, cleanPath(p) == p, isCleanPath(p), "%q", p)
+	}
+}
+
 // patternOf returns the pattern of the rule named name.
 func patternOf(p *Policy, name string) string {
 	for pattern, i := range p.byPattern {
@@ -146,6 +257,8 @@ func TestPolicyNames(t *testing.T) {
 		{"an earlier exact rule wins over a later prefix", "/admin/users", "users-list"},
 		{"prefix", "/admin/users/{id}", "admin"},
 		{"chi's pattern for a mounted router", "/admin/*", "admin"},
+		{"chi's pattern for a group's / route, without its slash", "/admin", "admin"},
+		{"a prefix's parent is only its name without the slash", "/adminx", "default"},
 		{"gRPC service prefix", "/pkg.Admin/Delete", "grpc-admin"},
 		{"gRPC method", "/pkg.Store/Get", "grpc-get"},
 		{"gRPC method of another service", "/pkg.Store/Put", "default"},
@@ -156,10 +269,22 @@ func TestPolicyNames(t *testing.T) {
 			assert.Equal(t, tc.rule, p.Decide(tc.target, resolvedAt("198.51.100.7"), nil).Rule)
 		})
 	}
+	// "/*" has no parent name: the empty target (chi before routing) is
+	// still the Default's.
+	root, err := NewPolicy(PolicyConfig{Targets: TargetNames, Rules: []Rule{{Name: "root", Target: "/*", Allow: everyone}}})
+	require.NoError(t, err)
+	assert.Equal(t, "default", root.Decide("", resolvedAt("198.51.100.7"), nil).Rule)
+	assert.Equal(t, "root", root.Decide("/", resolvedAt("198.51.100.7"), nil).Rule)
 }
 
-// Topics: the first rule whose filter covers the topic decides; a target
-// that is no topic is refused whatever the default says.
+// Topics: the first rule whose filter matches a topic name decides; a target
+// that is no topic is refused whatever the default says. A subscription
+// receives every topic its filter matches (MQTT 5.0 §4.7.1, 3.1.1 §4.7.1), so
+// it must not reach a topic whose rule refuses the client by being judged only
+// under a wider rule or the Default: "devices/+/+" and "#" receive
+// "devices/d1/firmware", which only the office may read. Every rule whose
+// filter shares a topic with the subscription judges it, in order, until one
+// covers it, and then the Default when none does; the first refusal decides.
 func TestPolicyTopics(t *testing.T) {
 	p, err := NewPolicy(PolicyConfig{
 		Targets: TargetTopics,
@@ -171,27 +296,35 @@ func TestPolicyTopics(t *testing.T) {
 		Default: Rule{Allow: everyone},
 	})
 	require.NoError(t, err)
+	const elsewhere, fromOffice = "203.0.113.9", "198.51.100.7"
 	tests := []struct {
 		name   string
+		client string
 		target string
 		rule   string
 		err    error
 	}{
-		{"first match: a specific filter before a wide one", "devices/d1/firmware", "firmware", ErrNotAllowed},
-		{"the wide one", "devices/d1/telemetry", "devices", nil},
-		{"# covers its parent", "devices", "devices", nil},
-		{"$SYS only by a rule that names it", "$SYS/broker/load", "sys", ErrNotAllowed},
-		{"a subscription within a rule", "devices/+/telemetry", "devices", nil},
-		{"a subscription wider than the first rule's filter: the first that covers it decides", "devices/+/+", "devices", nil},
-		{"a subscription to everything: no rule covers it", "#", "default", nil},
-		{"empty topic", "", "", ErrInvalidTarget},
-		{"misplaced #", "devices/#/x", "", ErrInvalidTarget},
-		{"U+0000", "devices/\x00", "", ErrInvalidTarget},
-		{"invalid UTF-8", "devices/\xff", "", ErrInvalidTarget},
+		{"first match: a specific filter before a wide one", elsewhere, "devices/d1/firmware", "firmware", ErrNotAllowed},
+		{"the wide one", elsewhere, "devices/d1/telemetry", "devices", nil},
+		{"# covers its parent", elsewhere, "devices", "devices", nil},
+		{"$SYS only by a rule that names it", elsewhere, "$SYS/broker/load", "sys", ErrNotAllowed},
+		{"a subscription within a rule", elsewhere, "devices/+/telemetry", "devices", nil},
+		{"§4.7.1.3 devices/+/+ receives devices/d1/firmware", elsewhere, "devices/+/+", "firmware", ErrNotAllowed},
+		{"§4.7.1.2 # receives devices/d1/firmware", elsewhere, "#", "firmware", ErrNotAllowed},
+		{"§4.7.1.2 devices/# receives devices/d1/firmware", elsewhere, "devices/#", "firmware", ErrNotAllowed},
+		{"§4.7.1.3 +/+/firmware receives devices/d1/firmware", elsewhere, "+/+/firmware", "firmware", ErrNotAllowed},
+		{"§4.7.1.3 devices/d1/+ receives devices/d1/firmware", elsewhere, "devices/d1/+", "firmware", ErrNotAllowed},
+		{"§4.7.2 + receives no $SYS topic, so the sys rule does not judge it", elsewhere, "+/broker/load", "default", nil},
+		{"every rule a subscription reaches admits; the Default decides the rest", fromOffice, "#", "default", nil},
+		{"a subscription from the office within the covering rule", fromOffice, "devices/+/+", "devices", nil},
+		{"empty topic", elsewhere, "", "", ErrInvalidTarget},
+		{"misplaced #", elsewhere, "devices/#/x", "", ErrInvalidTarget},
+		{"U+0000", elsewhere, "devices/\x00", "", ErrInvalidTarget},
+		{"invalid UTF-8", elsewhere, "devices/\xff", "", ErrInvalidTarget},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := p.Decide(tc.target, resolvedAt("203.0.113.9"), nil)
+			d := p.Decide(tc.target, resolvedAt(tc.client), nil)
 			assert.Equal(t, tc.rule, d.Rule)
 			if tc.err == nil {
 				assert.NoError(t, d.Err)
@@ -202,6 +335,12 @@ func TestPolicyTopics(t *testing.T) {
 			assert.Equal(t, OutcomeNotAllowed, d.Outcome())
 		})
 	}
+	// The Default judges a subscription no rule covers.
+	closed, err := NewPolicy(PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "devices", Target: "devices/#", Allow: everyone}}})
+	require.NoError(t, err)
+	d := closed.Decide("+/x", resolvedAt(fromOffice), nil)
+	assert.Equal(t, "default", d.Rule)
+	assert.ErrorIs(t, d.Err, ErrNotAllowed)
 }
 
 // How one rule judges a resolution: deny before allow, masqueraded and
@@ -310,8 +449,10 @@ func TestNewPolicyErrors(t *testing.T) {
 		{"name shadowed by a prefix", PolicyConfig{Targets: TargetNames, Rules: []Rule{{Name: "a", Target: "/admin/*"}, {Name: "b", Target: "/admin/users"}}}, `rule "a", earlier`},
 		{"prefix shadowed by a shorter prefix", PolicyConfig{Targets: TargetNames, Rules: []Rule{{Name: "a", Target: "*"}, {Name: "b", Target: "/x*"}}}, `rule "a", earlier`},
 		{"name twice", PolicyConfig{Targets: TargetNames, Rules: []Rule{{Name: "a", Target: "/x"}, {Name: "b", Target: "/x"}}}, `rule "a", earlier`},
+		{"name shadowed by a prefix's parent", PolicyConfig{Targets: TargetNames, Rules: []Rule{{Name: "a", Target: "/admin/*"}, {Name: "b", Target: "/admin"}}}, `rule "a", earlier`},
 		{"invalid filter", PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "a", Target: "a/#/b"}}}, "not an MQTT topic filter"},
 		{"filter shadowed", PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "a", Target: "devices/#"}, {Name: "b", Target: "devices/+/x"}}}, `rule "a", earlier`},
+		{"filter shadowed: /# has no parent topic", PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "a", Target: "/+/#"}, {Name: "b", Target: "/#"}}}, `rule "a", earlier`},
 		{"trust without resolver", PolicyConfig{Trust: nilTrust{}}, "no resolver"},
 	}
 	for _, tc := range tests {
@@ -467,6 +608,12 @@ func TestPolicyNoAllocs(t *testing.T) {
 	topics, err := NewPolicy(PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "d", Target: "devices/+/telemetry", Allow: everyone}}})
 	require.NoError(t, err)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { topics.Check("devices/d1/telemetry", in, nil) }), "topic Check")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { topics.Check("devices/+/#", in, nil) }), "subscription Check")
+	byPattern, err := NewPolicy(PolicyConfig{Targets: TargetPatterns, Rules: []Rule{{Name: "admin", Target: "/admin/", Allow: office}},
+		Route: func(*http.Request) string { return "/admin/" }})
+	require.NoError(t, err)
+	routed := httptest.NewRequest("GET", "/admin/x", nil)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { byPattern.decideRequest(routed, &in, nil) }), "a pattern from Route, clean path")
 
 	// Handler and Serve, with the request's target from a Route function (the
 	// ServeMux a TargetPatterns policy routes with allocates, as the

@@ -47,12 +47,14 @@ func cutLevel(s string) (level, rest string, more bool) {
 // '+' matches one level, empty levels included; '#' matches its parent level
 // and every level below it; and a filter whose first level is a wildcard
 // matches no topic whose first level begins with '$' (§4.7.2), so "#" does not
-// cover "$SYS/broker". It does not allocate.
+// cover "$SYS/broker"; and the empty string is no topic (§4.7.3), so "/#"
+// does not stand for its parent "". It does not allocate.
 func topicCovers(filter, target string) bool {
 	if target[0] == '$' && (filter[0] == '+' || filter[0] == '#') {
 		return false
 	}
-	for first := true; ; first = false {
+	emptyFirst := false // target's first level is empty
+	for level := 0; ; level++ {
 		fl, frest, fmore := cutLevel(filter)
 		if fl == "#" {
 			return true
@@ -61,10 +63,12 @@ func topicCovers(filter, target string) bool {
 		switch {
 		case fl == "+":
 			if tl == "#" {
-				// "#" stands for more than one level, and below the first
-				// also for none (its parent): only "+/#" covers it, and only
-				// as the whole filter, where there is no parent to match.
-				return first && fmore && frest == "#"
+				// "#" stands for more than one level, and also for none
+				// (its parent) unless the parent is no topic: at the first
+				// level, or below an empty first one ("/#"). Only "+/#"
+				// covers it, as the rest of the filter, where there is no
+				// parent to match.
+				return (level == 0 || level == 1 && emptyFirst) && fmore && frest == "#"
 			}
 		case fl != tl:
 			return false // a literal level covers only itself, never a wildcard
@@ -76,6 +80,41 @@ func topicCovers(filter, target string) bool {
 			// The target ends here; "a/#" also matches "a".
 			return frest == "#"
 		}
+		if level == 0 {
+			emptyFirst = tl == ""
+		}
 		filter, target = frest, trest
+	}
+}
+
+// topicOverlaps reports whether some topic name is matched by both filters a
+// and b: whether a subscription to one receives a topic the other matches.
+// Both must be valid filters. As in topicCovers, a wildcard first level
+// matches no topic whose first level begins with '$' (§4.7.2). It does not
+// allocate.
+func topicOverlaps(a, b string) bool {
+	if a[0] == '$' && (b[0] == '+' || b[0] == '#') || b[0] == '$' && (a[0] == '+' || a[0] == '#') {
+		return false
+	}
+	for first := true; ; first = false {
+		al, arest, amore := cutLevel(a)
+		bl, brest, bmore := cutLevel(b)
+		switch {
+		case al == "#" || bl == "#":
+			return true
+		case al != bl && al != "+" && bl != "+":
+			return false
+		case !amore && !bmore:
+			return true
+		case first && (!amore || !bmore) && (al == "" || bl == ""):
+			// One ends here and the other's "#" would match only their
+			// parent, the empty first level: "" is no topic (§4.7.3).
+			return false
+		case !amore:
+			return brest == "#" // "a" and "a/#"
+		case !bmore:
+			return arest == "#"
+		}
+		a, b = arest, brest
 	}
 }

@@ -54,6 +54,10 @@ func TestTopicCovers(t *testing.T) {
 		{"subscription +/# inside #", "#", "+/#", true},
 		{"subscription # inside +/#", "+/#", "#", true},
 		{"subscription $SYS/# not inside #", "#", "$SYS/#", false},
+		{"§4.7.3 \"\" is no topic, so /# stands for no parent and /+/# covers it", "/+/#", "/#", true},
+		{"§4.7.3 +/+/# covers /#", "+/+/#", "/#", true},
+		{"a/# has a parent, which a/+/# does not match", "a/+/#", "a/#", false},
+		{"// is the topic /, which /+/+/# does not match", "/+/+/#", "//#", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,6 +67,95 @@ func TestTopicCovers(t *testing.T) {
 				assert.Equal(t, tc.want, refTopicMatch(tc.filter, tc.target), "the reference disagrees")
 			}
 		})
+	}
+}
+
+// Two filters overlap when some topic name matches both (MQTT 5.0 §4.7): a
+// subscription to one receives a topic the other's rule decides.
+func TestTopicOverlaps(t *testing.T) {
+	tests := []struct {
+		name string
+		a, b string
+		want bool
+		// shared is a topic both match, when they overlap.
+		shared string
+	}{
+		{"§4.7.1.2 # overlaps everything not $", "#", "devices/+/firmware", true, "devices/x/firmware"},
+		{"§4.7.1.3 + overlaps a literal level", "devices/+/+", "devices/+/firmware", true, "devices/x/firmware"},
+		{"§4.7.1.3 literal against +", "devices/d1/+", "devices/+/firmware", true, "devices/d1/firmware"},
+		{"§4.7.1.2 a/# overlaps a, its parent", "a/#", "a", true, "a"},
+		{"§4.7.1.2 a overlaps a/#", "a", "+/#", true, "a"},
+		{"§4.7.1.3 + needs its level", "a/+", "a", false, ""},
+		{"different literals", "devices/+/telemetry", "devices/+/firmware", false, ""},
+		{"different depths", "+/+", "+/+/+", false, ""},
+		{"§4.7.1.3 + matches an empty level", "a/+/c", "a//+", true, "a//c"},
+		{"§4.7.2 # does not overlap $SYS", "#", "$SYS/#", false, ""},
+		{"§4.7.2 + does not overlap $SYS", "$SYS/+", "+/broker", false, ""},
+		{"§4.7.2 $SYS/# overlaps $SYS/+", "$SYS/#", "$SYS/+", true, "$SYS/x"},
+		{"§4.7.2 $ only matters in the first level", "a/+", "a/$x", true, "a/$x"},
+		{"§4.7.3 /# and + share only \"\", which is no topic", "/#", "+", false, ""},
+		{"§4.7.3 /# and +/+ share /", "/#", "+/+", true, "/"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.True(t, validTopicFilter(tc.a) && validTopicFilter(tc.b), "invalid case")
+			assert.Equal(t, tc.want, topicOverlaps(tc.a, tc.b))
+			assert.Equal(t, tc.want, topicOverlaps(tc.b, tc.a), "not symmetric")
+			if tc.want {
+				assert.True(t, refTopicMatch(tc.a, tc.shared) && refTopicMatch(tc.b, tc.shared), "the shared topic")
+			}
+		})
+	}
+}
+
+// topicCovers and topicOverlaps agree with the reference matcher on every
+// pair of filters of up to three levels drawn from a literal, a '$' level,
+// an empty level and the wildcards, over every topic name of up to four
+// levels: covers is set inclusion and overlaps is a shared name. Names of
+// more levels add nothing a filter of three levels can tell apart.
+func TestTopicExhaustive(t *testing.T) {
+	var filters, names []string
+	// gen appends prefix/level for each level, and what lies below it, to
+	// out; the prefix "\x00" stands for none, as "" is an empty level.
+	var gen func(prefix string, depth int, levels []string, out *[]string)
+	gen = func(prefix string, depth int, levels []string, out *[]string) {
+		for _, l := range levels {
+			s := l
+			if prefix != "\x00" {
+				s = prefix + "/" + l
+			}
+			if validTopicFilter(s) {
+				*out = append(*out, s)
+			}
+			if depth > 1 {
+				gen(s, depth-1, levels, out)
+			}
+		}
+	}
+	gen("\x00", 3, []string{"a", "$a", "", "+", "#"}, &filters)
+	gen("\x00", 4, []string{"a", "$a", "", "b"}, &names)
+	match := make(map[string][]bool, len(filters))
+	for _, f := range filters {
+		m := make([]bool, len(names))
+		for i, n := range names {
+			m[i] = refTopicMatch(f, n)
+		}
+		match[f] = m
+	}
+	for _, a := range filters {
+		for _, b := range filters {
+			covers, overlaps := true, false
+			for i := range names {
+				covers = covers && (!match[b][i] || match[a][i])
+				overlaps = overlaps || match[b][i] && match[a][i]
+			}
+			if topicCovers(a, b) != covers {
+				t.Errorf("topicCovers(%q, %q) = %v; the names say %v", a, b, !covers, covers)
+			}
+			if topicOverlaps(a, b) != overlaps {
+				t.Errorf("topicOverlaps(%q, %q) = %v; the names say %v", a, b, !overlaps, overlaps)
+			}
+		}
 	}
 }
 
@@ -129,7 +222,9 @@ func refTopicMatch(filter, name string) bool {
 
 // FuzzTopicCovers checks topicCovers against the regular-expression
 // reference for topic names, and, for a subscription target, that a name the
-// target matches is matched by every filter said to cover it.
+// target matches is matched by every filter said to cover it; and that
+// topicOverlaps is symmetric, implied by topicCovers, and true whenever a
+// name matches both filters.
 func FuzzTopicCovers(f *testing.F) {
 	for _, s := range [][3]string{
 		{"sport/#", "sport", "sport"}, {"+/+", "/finance", "/finance"}, {"#", "$SYS/x", "$SYS/x"},
@@ -142,7 +237,17 @@ func FuzzTopicCovers(f *testing.F) {
 		if !validTopicFilter(filter) || !validTopicFilter(target) {
 			return
 		}
-		covers := topicCovers(filter, target)
+		covers, overlaps := topicCovers(filter, target), topicOverlaps(filter, target)
+		if overlaps != topicOverlaps(target, filter) {
+			t.Fatalf("topicOverlaps(%q, %q) = %v, but not the other way round", filter, target, overlaps)
+		}
+		if covers && !overlaps {
+			t.Fatalf("topicCovers(%q, %q), but they do not overlap", filter, target)
+		}
+		if !overlaps && validTopicFilter(name) && !strings.ContainsAny(name, "+#") &&
+			refTopicMatch(filter, name) && refTopicMatch(target, name) {
+			t.Fatalf("topicOverlaps(%q, %q) = false, but %q matches both", filter, target, name)
+		}
 		if !strings.ContainsAny(target, "+#") {
 			if covers != refTopicMatch(filter, target) {
 				t.Fatalf("topicCovers(%q, %q) = %v; the reference says %v", filter, target, covers, !covers)

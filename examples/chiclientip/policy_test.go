@@ -81,6 +81,44 @@ func TestChiPolicyBeforeRouting(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, rec.Code)
 }
 
+// chi reports a group's "/" route, and a route registered with a trailing
+// slash, without the slash: GET /admin/ in r.Route("/admin") is "/admin".
+// A rule "/admin/*" judges it, as chi's own mount at "/admin/*" serves it,
+// instead of leaving the admin index to a permissive Default.
+func TestChiPolicyGroupIndex(t *testing.T) {
+	policy, err := middleware.NewPolicy(middleware.PolicyConfig{
+		Targets: middleware.TargetNames,
+		Rules:   []middleware.Rule{{Name: "admin", Target: "/admin/*", Allow: clientip.MustParsePrefixSet("198.51.100.0/24")}},
+		Default: middleware.Rule{Name: "public", Allow: clientip.MustParsePrefixSet("0.0.0.0/0, ::/0")},
+		Route:   chiRoute,
+		Trust:   clientip.MustNew(clientip.Config{}),
+	})
+	require.NoError(t, err)
+	r := chi.NewRouter()
+	r.Route("/admin", func(r chi.Router) {
+		r = r.With(policy.Handler)
+		r.Get("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "admin index") })
+		r.Get("/users", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "admin users") })
+	})
+	r.With(policy.Handler).Get("/hello", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
+	for _, tc := range []struct {
+		path, peer string
+		wantCode   int
+	}{
+		{"/admin/", "203.0.113.7:5000", http.StatusForbidden},
+		{"/admin", "203.0.113.7:5000", http.StatusForbidden},
+		{"/admin/users", "203.0.113.7:5000", http.StatusForbidden},
+		{"/admin/", "198.51.100.7:5000", http.StatusOK},
+		{"/hello", "203.0.113.7:5000", http.StatusOK},
+	} {
+		req := httptest.NewRequest("GET", tc.path, nil)
+		req.RemoteAddr = tc.peer
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, req)
+		assert.Equal(t, tc.wantCode, rec.Code, "%s from %s", tc.path, tc.peer)
+	}
+}
+
 // The -policy server end to end: a real http.Server with ConnContext, chi and
 // the route policy.
 func TestChiPolicyServer(t *testing.T) {

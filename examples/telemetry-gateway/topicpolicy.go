@@ -74,7 +74,7 @@ func parseTopicPolicy(b []byte) (*middleware.Policy, error) {
 	if err := dec.Decode(&file); err != nil {
 		return nil, err
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("data after the policy")
 	}
 	if file.Default.Topic != "" {

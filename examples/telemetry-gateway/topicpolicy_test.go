@@ -42,6 +42,10 @@ func TestParseTopicPolicy(t *testing.T) {
 	for _, tc := range []struct{ name, json, want string }{
 		{"unknown field", `{"rules": [{"name": "a", "topic": "x", "alow": "10.0.0.0/8"}]}`, "unknown field"},
 		{"trailing data", `{"rules": []} {}`, "data after the policy"},
+		// json.Decoder.More is false before a closing delimiter, so a stray
+		// one slipped through.
+		{"trailing closing brace", `{"rules": []}}`, "data after the policy"},
+		{"trailing closing bracket", `{"rules": []}]`, "data after the policy"},
 		{"default with a topic", `{"default": {"topic": "telemetry/#"}}`, "the default rule has a topic"},
 		{"invalid filter", `{"rules": [{"name": "a", "topic": "telemetry/#/x"}]}`, "not an MQTT topic filter"},
 		{"overshadowed rule", `{"rules": [{"name": "a", "topic": "telemetry/#"}, {"name": "b", "topic": "telemetry/x"}]}`, "never applies"},
