@@ -204,8 +204,14 @@ Flags:
 			}
 		}
 	})
+	given := map[string]string{} // flag name -> its value, for the flags set by flag or variable
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || from[f.Name] != "-"+f.Name {
+			given[f.Name] = f.Value.String()
+		}
+	})
 	if len(errs) == 0 {
-		errs = o.check(from)
+		errs = o.check(from, given)
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", errUsage, errors.Join(errs...))
@@ -215,11 +221,30 @@ Flags:
 
 // check reports every value that parses but makes no sense, each as
 // "-flag value: what is wanted", naming the flag as the user set it
-// (from maps a flag to "-flag" or "$GATEWAY_FLAG").
-func (o *options) check(from map[string]string) []error {
+// (from maps a flag to "-flag" or "$GATEWAY_FLAG"; given holds the values
+// of the flags that were set either way).
+func (o *options) check(from, given map[string]string) []error {
 	var errs []error
 	bad := func(name string, value any, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s %v: %s", from[name], value, fmt.Sprintf(format, a...)))
+	}
+	// A flag that means something only beside another one is an error
+	// without it, not a setting silently ignored.
+	for _, n := range []struct {
+		flags []string
+		needs string
+		ok    bool
+	}{
+		{[]string{"nats-stream", "nats-subject", "nats-replicas", "nats-max-pending", "nats-ack-timeout", "nats-duplicates"}, "nats-url", o.natsURL != ""},
+		{[]string{"ws-trusted", "ws-header", "ws-proxy-trusted", "ws-hosts", "ws-origins", "ws-proto-header"}, "ws-addr", o.wsAddr != ""},
+		{[]string{"http-header"}, "http-trusted", o.httpTrusted.Len() > 0},
+		{[]string{"kube-service", "kube-endpoint"}, "kube-health-addr", o.kubeHealthAddr != ""},
+	} {
+		for _, f := range n.flags {
+			if v, ok := given[f]; ok && !n.ok {
+				bad(f, fmt.Sprintf("%q", v), "needs -%s, without which it does nothing", n.needs)
+			}
+		}
 	}
 	if math.IsNaN(o.rate) || math.IsInf(o.rate, 0) || o.rate < 0 {
 		bad("rate", o.rate, "want readings per second, a finite number ≥ 0 (0: unlimited)")

@@ -124,6 +124,13 @@ func TestUsageErrors(t *testing.T) {
 		{"a WebSocket host that is no host", []string{"-ws-hosts", "iot.example,a b/c"}, nil, `-ws-hosts "iot.example,a b/c":`},
 		{"a scheme header nobody trusted writes", []string{"-ws-proto-header", "X-Forwarded-Proto"}, nil, `-ws-proto-header "X-Forwarded-Proto": want one header name, written by the proxies of -ws-trusted`},
 		{"proxy required without a load balancer", []string{"-proxy-required"}, nil, "-proxy-required true: needs -proxy-trusted or -proxy-trusted-file"},
+		// A flag that does something only beside another is refused without it
+		// (the final review found each of these accepted and ignored).
+		{"JetStream replicas without JetStream", []string{"-nats-replicas", "3"}, nil, `-nats-replicas "3": needs -nats-url, without which it does nothing`},
+		{"a JetStream stream from the environment without JetStream", nil, map[string]string{"GATEWAY_NATS_STREAM": "T"}, `$GATEWAY_NATS_STREAM "T": needs -nats-url`},
+		{"WebSocket proxies without a WebSocket listener", []string{"-ws-trusted", "10.0.0.0/8"}, nil, `-ws-trusted "10.0.0.0/8": needs -ws-addr`},
+		{"an HTTP header nobody trusted writes", []string{"-http-header", "X-Real-IP"}, nil, `-http-header "X-Real-IP": needs -http-trusted`},
+		{"a Service without the health check", []string{"-kube-service", "default/gw"}, nil, `-kube-service "default/gw": needs -kube-health-addr`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
