@@ -194,6 +194,9 @@ func parseAndRun(fs *flag.FlagSet, args []string, out io.Writer) error {
 		if bad := others("fetch", "advice", "json", "timeout"); len(bad) > 0 {
 			return usageError{fmt.Errorf("%s cannot be combined with -fetch: the endpoint resolves with its own configuration", strings.Join(bad, ", "))}
 		}
+		if *timeout <= 0 {
+			return usageError{fmt.Errorf("-timeout %v: want a duration > 0", *timeout)}
+		}
 		return fetchAndPrint(out, *fetch, *advice, *raw, *timeout)
 	}
 	if *peer == "" {

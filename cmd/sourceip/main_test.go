@@ -66,6 +66,7 @@ func TestRun(t *testing.T) {
 			stderr: "-trusted cannot be combined with -fetch"},
 		{name: "-advice without -fetch", args: with("-advice"), code: 2, stderr: "-advice need -fetch"},
 		{name: "-fetch of something that is not an http URL", args: []string{"-fetch", "ftp://x/"}, code: 2, stderr: "want an http:// or https:// URL"},
+		{name: "-fetch with a timeout that has already passed", args: []string{"-fetch", "http://127.0.0.1:1/", "-timeout", "-1s"}, code: 2, stderr: "-timeout -1s: want a duration > 0"},
 		{name: "-h", args: []string{"-h"}, stdout: "usage: sourceip"},
 		{name: "-help after flags", args: with("-help"), stdout: "-masquerade prefixes"},
 		{name: "-version", args: []string{"-version"}, stdout: "sourceip (devel), go1."},
