@@ -90,6 +90,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := o.check(fs); err != nil {
+		return err
+	}
 	raiseFileLimit(o.idle + 1000)
 	dir, err := os.MkdirTemp("", "gateway-bench")
 	if err != nil {
@@ -387,4 +390,31 @@ func loadAverage() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// check refuses sizes no measurement can run with, before anything starts.
+func (o *options) check(fs *flag.FlagSet) error {
+	var errs []error
+	atLeast := func(name string, v, min int) {
+		if v < min {
+			errs = append(errs, fmt.Errorf("-%s %d: want at least %d", name, v, min))
+		}
+	}
+	atLeast("rounds", o.rounds, 1)
+	atLeast("conns", o.conns, 1)
+	atLeast("inflight", o.inflight, 1)
+	atLeast("messages", o.messages, o.conns)
+	atLeast("devices", o.devices, 1)
+	atLeast("device-messages", o.deviceMessages, o.devices)
+	atLeast("idle", o.idle, 1)
+	if o.inflight > 65535 {
+		errs = append(errs, fmt.Errorf("-inflight %d: want at most 65535, the packet ids there are", o.inflight))
+	}
+	if o.version != 4 && o.version != 5 {
+		errs = append(errs, fmt.Errorf("-mqtt-version %d: want 4 (3.1.1) or 5", o.version))
+	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments: %q", fs.Args()))
+	}
+	return errors.Join(errs...)
 }

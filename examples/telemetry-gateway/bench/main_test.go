@@ -10,6 +10,30 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestBadSizes: sizes no measurement can run with are refused before
+// anything starts (the final review found -rounds 0 and -conns -1 panicking
+// in the middle of a run).
+func TestBadSizes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-rounds", "0"}, "-rounds 0: want at least 1"},
+		{[]string{"-conns", "-1"}, "-conns -1: want at least 1"},
+		{[]string{"-inflight", "0"}, "-inflight 0: want at least 1"},
+		{[]string{"-inflight", "70000"}, "-inflight 70000: want at most 65535"},
+		{[]string{"-conns", "8", "-messages", "5"}, "-messages 5: want at least 8"},
+		{[]string{"-devices", "0"}, "-devices 0: want at least 1"},
+		{[]string{"-idle", "-3"}, "-idle -3: want at least 1"},
+		{[]string{"-mqtt-version", "3"}, "-mqtt-version 3: want 4 (3.1.1) or 5"},
+		{[]string{"now"}, `unexpected arguments: ["now"]`},
+	} {
+		var out bytes.Buffer
+		assert.ErrorContains(t, run(t.Context(), tc.args, &out), tc.want)
+		assert.Empty(t, out.String(), "nothing measured for %v", tc.args)
+	}
+}
+
 // TestBenchSmall runs the benchmark command at a small size against the
 // gateway and the real mosquitto, so that the command in the README keeps
 // working; the figures themselves are not judged.
