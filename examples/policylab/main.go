@@ -90,6 +90,11 @@ flags:
 	for _, m := range strings.Split(*modes, ",") {
 		opt.Modes = append(opt.Modes, kubeproxy.Mode(strings.TrimSpace(m)))
 	}
+	if err := opt.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "policylab:", err)
+		flag.Usage()
+		os.Exit(2)
+	}
 	if *verbose {
 		start := time.Now()
 		opt.Logf = func(format string, args ...any) {

@@ -30,7 +30,7 @@ func TestHeaderlessTrustedNodeIsFlagged(t *testing.T) {
 // Options the lab cannot run with are refused before anything is built
 // (a negative -conns once crashed it after the namespaces were up).
 func TestOptionsValidate(t *testing.T) {
-	require.NoError(t, DefaultOptions().validate(), "default options")
+	require.NoError(t, DefaultOptions().Validate(), "default options")
 	for _, mutate := range []func(*Options){
 		func(o *Options) { o.Conns = -1 },
 		func(o *Options) { o.Conns = 0 },
@@ -39,6 +39,7 @@ func TestOptionsValidate(t *testing.T) {
 		func(o *Options) { o.Timing.Rise = 0 },
 		func(o *Options) { o.Timing.Interval = -time.Second },
 		func(o *Options) { o.Timing.Timeout = 2 * o.Timing.Interval },
+		func(o *Options) { o.Timing.Timeout = 0 }, // the final review: -timeout 0 ran and broke HAProxy's checks
 		func(o *Options) { o.Modes = nil },
 		func(o *Options) { o.Modes = []kubeproxy.Mode{"ipvs"} },
 	} {

@@ -66,7 +66,7 @@ func Run(ctx context.Context, opt Options) (rep *report.Report, err error) {
 		opt.Timing.Timeout = opt.Timing.Interval
 	}
 	rep = &report.Report{Started: time.Now(), Timing: opt.Timing, KubeInfo: KubeInfo}
-	if err := opt.validate(); err != nil {
+	if err := opt.Validate(); err != nil {
 		rep.Err = err
 		return rep, fmt.Errorf("options: %w", err)
 	}
