@@ -4,16 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"os"
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/middleware"
 )
-
-// maxTopicPolicyBytes bounds -topic-policy.
-const maxTopicPolicyBytes = 1 << 20
 
 // topicRule is one rule of a -topic-policy file. The prefix sets are
 // comma-separated lists of addresses, CIDR prefixes or presets, as the
@@ -52,17 +47,9 @@ func (r topicRule) rule() middleware.Rule {
 // middleware.NewPolicy refuses (a filter an earlier rule always covers, a
 // repeated name).
 func readTopicPolicy(path string) (*middleware.Policy, error) {
-	f, err := os.Open(path)
+	b, err := readConfigFile(path)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxTopicPolicyBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxTopicPolicyBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxTopicPolicyBytes)
 	}
 	return parseTopicPolicy(b)
 }

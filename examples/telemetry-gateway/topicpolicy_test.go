@@ -68,7 +68,7 @@ func TestReadTopicPolicy(t *testing.T) {
 	_, err = readTopicPolicy(filepath.Join(t.TempDir(), "missing.json"))
 	assert.Error(t, err)
 	big := filepath.Join(t.TempDir(), "big.json")
-	require.NoError(t, os.WriteFile(big, make([]byte, maxTopicPolicyBytes+1), 0o600))
+	require.NoError(t, os.WriteFile(big, make([]byte, maxConfigFileBytes+1), 0o600))
 	_, err = readTopicPolicy(big)
 	assert.ErrorContains(t, err, "larger than")
 }

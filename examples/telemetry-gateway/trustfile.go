@@ -16,24 +16,35 @@ import (
 // chain's trust store; its changes are logged under it.
 const trustFileRanges = "proxy-trusted-file"
 
-// maxTrustFileBytes bounds -proxy-trusted-file.
-const maxTrustFileBytes = 1 << 20
+// maxConfigFileBytes bounds the files the flags name (-proxy-trusted-file,
+// -topic-policy).
+const maxConfigFileBytes = 1 << 20
+
+// readConfigFile reads a file a flag names, refusing one larger than
+// maxConfigFileBytes.
+func readConfigFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxConfigFileBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxConfigFileBytes)
+	}
+	return b, nil
+}
 
 // readTrustFile reads a list of load balancers: one address or CIDR prefix
 // per line, '#' comments, as clientip/ranges reads a plain CIDR list. A file
 // without any entry is the empty set: it trusts no load balancer.
 func readTrustFile(path string) (clientip.PrefixSet, error) {
-	f, err := os.Open(path)
+	b, err := readConfigFile(path)
 	if err != nil {
 		return clientip.PrefixSet{}, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxTrustFileBytes+1))
-	if err != nil {
-		return clientip.PrefixSet{}, err
-	}
-	if len(b) > maxTrustFileBytes {
-		return clientip.PrefixSet{}, fmt.Errorf("%s: larger than %d bytes", path, maxTrustFileBytes)
 	}
 	set, err := ranges.ParseCIDRList(b)
 	if errors.Is(err, ranges.ErrEmpty) {
