@@ -36,13 +36,7 @@ import (
 func main() {
 	// The lab starts this executable again in every node's namespace to run
 	// kube-proxy there.
-	if os.Getenv(kubeproxy.AgentEnv) != "" {
-		if err := kubeproxy.RunAgent(context.Background(), os.Stdin, os.Stdout, os.Stderr); err != nil {
-			fmt.Fprintln(os.Stderr, "policylab agent:", err)
-			os.Exit(1)
-		}
-		return
-	}
+	kubeproxy.AgentMain()
 	opt := lab.DefaultOptions()
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), `usage: policylab [flags]

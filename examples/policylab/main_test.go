@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/xml"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -24,13 +23,7 @@ import (
 // as one in a node's namespace, so the lab test needs no second build of
 // kube-proxy.
 func TestMain(m *testing.M) {
-	if os.Getenv(kubeproxy.AgentEnv) != "" {
-		if err := kubeproxy.RunAgent(context.Background(), os.Stdin, os.Stdout, os.Stderr); err != nil {
-			fmt.Fprintln(os.Stderr, "agent:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	kubeproxy.AgentMain()
 	os.Exit(m.Run())
 }
 

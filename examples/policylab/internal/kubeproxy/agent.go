@@ -177,6 +177,22 @@ func (s sink) WithValues(kv ...any) logr.LogSink {
 }
 func (s sink) WithName(name string) logr.LogSink { s.name += "/" + name; return s }
 
+// AgentMain runs the agent and exits when the process was started as one
+// ([AgentEnv] set), and returns otherwise. Every program and test binary
+// the lab can run from calls it first (TestMain for tests): a test binary
+// without it, started as an agent, would run its tests instead, and a test
+// that builds a lab would start labs without end.
+func AgentMain() {
+	if os.Getenv(AgentEnv) == "" {
+		return
+	}
+	if err := RunAgent(context.Background(), os.Stdin, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
 // RunAgent is the agent's main: it reads its Config from [AgentEnv], runs
 // the proxier, and serves requests from in until in ends or ctx is done.
 func RunAgent(ctx context.Context, in io.Reader, out, errs io.Writer) error {

@@ -2,7 +2,6 @@ package kubeproxy
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
@@ -21,13 +20,7 @@ import (
 
 // TestMain makes the test binary an agent when the lab starts it as one.
 func TestMain(m *testing.M) {
-	if os.Getenv(AgentEnv) != "" {
-		if err := RunAgent(context.Background(), os.Stdin, os.Stdout, os.Stderr); err != nil {
-			fmt.Fprintln(os.Stderr, "agent:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	AgentMain()
 	os.Exit(m.Run())
 }
 

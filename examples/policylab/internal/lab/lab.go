@@ -63,8 +63,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("skew-conns %d is outside 1..%d", o.SkewConns, maxConns)
 	case o.Timing.Rise < 1 || o.Timing.Fall < 1:
 		return fmt.Errorf("rise %d and fall %d must be at least 1", o.Timing.Rise, o.Timing.Fall)
-	case o.Timing.Interval <= 0 || o.Timing.Timeout <= 0 || o.Timing.Timeout > o.Timing.Interval:
-		return fmt.Errorf("interval %v and timeout %v must be positive, the timeout at most the interval", o.Timing.Interval, o.Timing.Timeout)
+	case o.Timing.Interval <= 0 || o.Timing.Timeout < 0 || o.Timing.Timeout > o.Timing.Interval:
+		return fmt.Errorf("interval %v must be positive and timeout %v at most the interval (0: the interval)", o.Timing.Interval, o.Timing.Timeout)
 	case len(o.Modes) == 0:
 		return errors.New("no kube-proxy mode")
 	}
