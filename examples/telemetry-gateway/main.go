@@ -1,5 +1,5 @@
 // Command telemetry-gateway is sourceip's reference IoT ingest gateway: MQTT
-// 3.1.1 and 5 over TLS on an embedded broker (mochi-mqtt) behind a listener
+// 3.1.1 and 5 over TLS on an MQTT server of its own behind a listener
 // chain that reads PROXY headers only from trusted load balancers, plus an
 // HTTP ingest endpoint behind trusted proxies. It logs the client address seen
 // at every layer, resolves the real client with sourceip's clientip, applies
@@ -243,7 +243,7 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 			return gateway.Config{}, fmt.Errorf("-topic-policy: %w", err)
 		}
 	}
-	mochiLevel, _ := parseLevel(o.mochiLogLevel) // checked by parseOptions
+	mqttLevel, _ := parseLevel(o.mqttLogLevel) // checked by parseOptions
 	header := o.httpHeader
 	if o.httpTrusted.Len() == 0 {
 		header = "" // nobody is trusted to write it
@@ -262,6 +262,6 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		MaxPayload: o.maxPayload, TopicPrefix: o.topicPrefix, TopicPolicy: topics,
 		RateLimit: o.rate, RateBurst: o.rateBurst, RateMaxWait: o.rateMaxWait,
 		KubeHealthAddr: o.kubeHealthAddr, KubeService: o.kubeService, KubeEndpoint: ep,
-		Logger: log, MochiLogLevel: mochiLevel,
+		Logger: log, MQTTLogLevel: mqttLevel,
 	}, nil
 }

@@ -203,7 +203,7 @@ func demo(ctx context.Context, stderr io.Writer, verbose bool) ([]*demoRow, demo
 			ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12},
 		Sink:          sink.Config{Path: filepath.Join(dir, "telemetry.jsonl")},
 		Logger:        log,
-		MochiLogLevel: slog.LevelError + 100,
+		MQTTLogLevel: slog.LevelError + 100,
 		Observer:      denied,
 		OnConnection: func(c gateway.Connection) {
 			mu.Lock()

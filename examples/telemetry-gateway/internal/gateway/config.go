@@ -175,10 +175,11 @@ type Config struct {
 
 	// Logger receives the gateway's lines; nil means slog.Default().
 	Logger *slog.Logger
-	// MochiLogLevel is the lowest level of mochi's own lines that is passed
-	// on; the gateway logs every event that matters itself. Zero is Info;
-	// use slog.LevelError+1 to silence mochi.
-	MochiLogLevel slog.Level
+	// MQTTLogLevel is the lowest level of the MQTT server's own lines that
+	// is passed on (protocol errors and keep alive expiries, at Debug); the
+	// gateway logs every event that matters itself. Zero is Info; use
+	// slog.LevelError+1 to silence them.
+	MQTTLogLevel slog.Level
 	// MeterProvider receives the gateway's metrics; nil means none.
 	MeterProvider metric.MeterProvider
 	// Metrics, when set, is served on /metrics of the admin server.
