@@ -67,7 +67,7 @@ func startChain(b *testing.B, sync sink.SyncMode) benchTarget {
 		TLS: tlsCfg, Sink: sink.Config{Path: filepath.Join(b.TempDir(), "s.jsonl"), Sync: sync},
 		RateLimit: 1e9, RateBurst: 1e9, RateMaxWait: time.Second,
 		Logger:        slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		MQTTLogLevel: slog.LevelError + 100,
+		MQTTLogLevel:  slog.LevelError + 100,
 		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())),
 	})
 	if err != nil {
