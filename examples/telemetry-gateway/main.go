@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -43,7 +44,18 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
+// gcPercent is the collector's target unless GOGC is set. A gateway is
+// sized by the devices it holds idle, whose TLS state and small objects are
+// nearly all its live heap; at Go's default of 100 the heap grows to twice
+// that before a collection, and RSS with it. At 50 an idle device costs a
+// third less RSS, with no measurable cost in readings per second (README,
+// "Memory per device").
+const gcPercent = 50
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
