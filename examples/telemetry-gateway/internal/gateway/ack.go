@@ -89,13 +89,56 @@ func (a *ackQueue) answer(p *pendingAck, send bool, c code) {
 	a.mu.Lock()
 	p.ready, p.send, p.code = true, send, c
 	start := !a.flushing && len(a.q) > 0 && a.q[0].ready
+	// Every entry answered: nothing else of this connection is waiting in
+	// the store's batch, so the acknowledgements go out now, on this
+	// goroutine, when that cannot block (tryFlush); otherwise, or while
+	// later entries wait, a goroutine of the connection's own writes them.
+	all := start && a.q[len(a.q)-1].ready
 	if start {
 		a.flushing = true
 	}
 	a.mu.Unlock()
-	if start {
+	if start && !(all && a.tryFlush()) {
 		go a.flush()
 	}
+}
+
+// tryFlush writes the answered entries at the head of the queue on the
+// calling goroutine if the connection can take them without blocking
+// (ingest.Client.TryWrite). It returns true when it is done and flushing is
+// over, false when a flush goroutine is still needed (flushing stays set).
+func (a *ackQueue) tryFlush() bool {
+	var scratch [256]byte
+	a.mu.Lock()
+	n := 0
+	buf := scratch[:0]
+	for n < len(a.q) && a.q[n].ready && len(buf) < len(scratch)-64 {
+		if p := a.q[n]; p.send && !a.dead {
+			buf = a.cl.AppendAck(buf, mqttwire.PUBACK, p.id, p.code.code, p.code.reason)
+		}
+		n++
+	}
+	a.mu.Unlock()
+	if len(buf) > len(scratch) { // a long reason string: the flush goroutine writes it
+		return false
+	}
+	ok, err := a.cl.TryWrite(buf)
+	if !ok {
+		return false
+	}
+	if err != nil {
+		a.drop() // the connection is gone; the device sends them again
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	clear(a.q[:n])
+	a.q = a.q[n:]
+	a.cond.Broadcast()
+	if len(a.q) > 0 && a.q[0].ready {
+		return false
+	}
+	a.flushing = false
+	return true
 }
 
 // drop stops every later acknowledgement: the connection is being closed

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"unsafe"
 )
 
 // poller is the epoll set where idle connections wait without a goroutine.
@@ -110,6 +111,16 @@ func (p *poller) run() {
 }
 
 func (p *poller) close() { _ = syscall.Close(p.fd) }
+
+// sendQueued returns how many bytes the socket fd holds that its peer has
+// not acknowledged (SIOCOUTQ, tcp(7)).
+func sendQueued(fd int) (int, error) {
+	var n int32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TIOCOUTQ, uintptr(unsafe.Pointer(&n))); e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
 
 // socketFD returns the descriptor of the TCP socket under conn's layers,
 // or -1.

@@ -16,3 +16,5 @@ func (p *poller) run()                   {}
 func (p *poller) close()                 {}
 
 func socketFD(net.Conn) int { return -1 }
+
+func sendQueued(int) (int, error) { return 0, errors.New("SIOCOUTQ is Linux only") }

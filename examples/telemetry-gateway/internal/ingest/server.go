@@ -294,19 +294,20 @@ type Client struct {
 	// Value is the handler's own: set it in Connect or Established.
 	Value any
 
-	srv        *Server
-	keepAlive  uint16
-	problems   bool   // the client wants reason strings (MQTT 5 Request Problem Information)
-	maxOut     uint32 // the client's Maximum Packet Size (0: none)
-	aliasMax   uint16
-	aliases    [][]byte
-	qos2       map[uint16]struct{} // PUBRECs written, PUBRELs awaited
-	lastRead   atomic.Int64
-	deadlineAt int64 // when the read deadline was last moved (coarse clock)
-	fd         int   // the socket, when the connection may be parked; -1 otherwise
-	registered bool  // fd is in the epoll set (armed or not)
-	buf        []byte
-	start, end int
+	srv         *Server
+	keepAlive   uint16
+	problems    bool   // the client wants reason strings (MQTT 5 Request Problem Information)
+	maxOut      uint32 // the client's Maximum Packet Size (0: none)
+	aliasMax    uint16
+	aliases     [][]byte
+	qos2        map[uint16]struct{} // PUBRECs written, PUBRELs awaited
+	lastRead    atomic.Int64
+	deadlineAt  int64 // when the read deadline was last moved (coarse clock)
+	wdeadlineAt int64 // when the write deadline was last moved (wmu)
+	fd          int   // the socket, when the connection may be parked; -1 otherwise
+	registered  bool  // fd is in the epoll set (armed or not)
+	buf         []byte
+	start, end  int
 
 	mu    sync.Mutex // state
 	state int
@@ -331,9 +332,47 @@ func (c *Client) Write(b []byte) error {
 	if c.closed() {
 		return ErrClosed
 	}
-	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.srv.cfg.WriteTimeout))
+	c.writeDeadline()
 	_, err := c.Conn.Write(b)
 	return err
+}
+
+// writeDeadline moves the write deadline WriteTimeout ahead when it was set
+// more than a quarter of that ago (the server's coarse clock), so that a
+// client sending readings fast does not pay for a timer update per write.
+func (c *Client) writeDeadline() {
+	t := c.srv.cfg.WriteTimeout
+	if now := c.srv.now.Load(); now-c.wdeadlineAt > int64(t)/4 {
+		c.wdeadlineAt = now
+		_ = c.Conn.SetWriteDeadline(time.Unix(0, now).Add(t))
+	}
+}
+
+// TryWrite writes b now if that cannot block: no other write is under way
+// and the socket has nothing queued that its peer has not acknowledged, so
+// a few hundred bytes fit its send buffer. ok false: nothing was written
+// (a connection that cannot be parked, one whose peer is slow to read, or
+// a platform without SIOCOUTQ); write with Write from a goroutine that may
+// wait. It lets a goroutine that serves many connections, like the one
+// answering a group commit, write their acknowledgements without letting
+// one that does not read stall the others.
+func (c *Client) TryWrite(b []byte) (ok bool, err error) {
+	if c.fd < 0 || len(b) > 512 || !c.wmu.TryLock() {
+		return false, nil
+	}
+	defer c.wmu.Unlock()
+	if c.closed() {
+		return true, ErrClosed
+	}
+	if q, err := sendQueued(c.fd); err != nil || q > 0 {
+		return false, nil
+	}
+	if len(b) == 0 {
+		return true, nil
+	}
+	c.writeDeadline()
+	_, err = c.Conn.Write(b)
+	return true, err
 }
 
 // AppendAck appends the acknowledgement typ (PUBACK, PUBREC, PUBCOMP) of
@@ -555,7 +594,7 @@ func connRefused311(code byte) byte {
 func (c *Client) writeRaw(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.srv.cfg.WriteTimeout))
+	c.writeDeadline()
 	_, err := c.Conn.Write(b)
 	return err
 }
