@@ -111,7 +111,6 @@ type Server struct {
 type Stats struct {
 	Parked   atomic.Int64  // connections waiting in the epoll set now
 	Resumed  atomic.Uint64 // times a parked connection got a goroutine again
-	Packets  atomic.Uint64
 	Refused  atomic.Uint64 // CONNECTs refused
 	Protocol atomic.Uint64 // connections ended for a protocol error
 }
@@ -300,6 +299,7 @@ type Client struct {
 	maxOut      uint32 // the client's Maximum Packet Size (0: none)
 	aliasMax    uint16
 	aliases     [][]byte
+	aliasBytes  int                 // the topics held for aliases, at most maxAliasBytes
 	qos2        map[uint16]struct{} // PUBRECs written, PUBRELs awaited
 	lastRead    atomic.Int64
 	deadlineAt  int64 // when the read deadline was last moved (coarse clock)
@@ -472,6 +472,12 @@ func disconnectError(code byte, reason string) error {
 var bufPool = sync.Pool{New: func() any { b := make([]byte, readBuffer); return &b }}
 
 const readBuffer = 4096
+
+// maxAliasBytes bounds the topics one connection keeps for its topic
+// aliases: TopicAliasMaximum topics of up to a packet each would let a
+// connection hold a megabyte; one that sets more is disconnected with
+// "quota exceeded".
+const maxAliasBytes = 4096
 
 // connect reads CONNECT and answers it.
 func (c *Client) connect() error {
@@ -764,7 +770,6 @@ func (c *Client) handle() bool {
 			return true
 		}
 		c.start += n
-		c.srv.stats.Packets.Add(1)
 		if err := c.packet(typ, flags, body); err != nil {
 			var we *mqttwire.Error
 			if errors.As(err, &we) {
@@ -851,6 +856,10 @@ func (c *Client) publish(flags byte, body []byte) error {
 			}
 			switch {
 			case len(pk.Topic) > 0:
+				if c.aliasBytes+len(pk.Topic)-len(c.aliases[a]) > maxAliasBytes {
+					return &mqttwire.Error{Code: mqttwire.QuotaExceeded, Msg: "topic aliases hold more than " + strconv.Itoa(maxAliasBytes) + " bytes"}
+				}
+				c.aliasBytes += len(pk.Topic) - len(c.aliases[a])
 				c.aliases[a] = append(c.aliases[a][:0], pk.Topic...)
 			case len(c.aliases[a]) == 0:
 				return &mqttwire.Error{Code: mqttwire.ProtocolError, Msg: "topic alias not set on this connection"}
@@ -866,7 +875,9 @@ func (c *Client) publish(flags byte, body []byte) error {
 			var out [8]byte
 			return c.Write(mqttwire.AppendAck(out[:0], mqttwire.PUBREC, pk.PacketID, 0, "", v5))
 		}
-		if v5 && len(c.qos2) >= int(c.srv.cfg.ReceiveMaximum) {
+		if len(c.qos2) >= int(c.srv.cfg.ReceiveMaximum) {
+			// MQTT 5 §3.3.4; an MQTT 3.1.1 client, which has no receive
+			// maximum, is held to it too: each exchange is state kept here.
 			return &mqttwire.Error{Code: mqttwire.ReceiveMaximumExceeded, Msg: "more QoS 2 exchanges than the receive maximum"}
 		}
 	}
