@@ -51,8 +51,9 @@ const (
 // §3.1.2.2 [MQTT-3.1.2-2], MQTT 5 §3.1.2.2 [MQTT-3.1.2-2]).
 //
 // MalformedPacket: the reserved connect flag set [MQTT-3.1.2-3]; Will QoS or Will Retain without the
-// Will Flag [MQTT-3.1.2-11, -13, -15 in 3.1.1; -11, -13, -15 in 5]; Will QoS 3 [MQTT-3.1.2-14]; a
-// password without a user name in MQTT 3.1 and 3.1.1 [MQTT-3.1.2-22]; a string that is not well-formed
+// Will Flag (3.1.1 [MQTT-3.1.2-13], [MQTT-3.1.2-15]; 5 [MQTT-3.1.2-11], [MQTT-3.1.2-13]); Will QoS 3
+// (3.1.1 [MQTT-3.1.2-14], 5 [MQTT-3.1.2-12]); a password without a user name in MQTT 3.1 and 3.1.1
+// [MQTT-3.1.2-22]; a string that is not well-formed
 // UTF-8 or holds U+0000 (MQTT 5 §1.5.4, MQTT 3.1.1 §1.5.3); a truncated body or bytes after the
 // payload; an MQTT 5 property identifier not valid in CONNECT or in the will properties (MQTT 5
 // §2.2.2.2).
@@ -107,13 +108,13 @@ func parseConnect(b []byte) (Connect, *Error) {
 	c.HasPassword = flags&flagPassword != 0
 	switch {
 	case c.WillQoS == 3:
-		return c, malformed("CONNECT: will QoS 3 [MQTT-3.1.2-14]")
+		return c, malformed("CONNECT: will QoS 3 (3.1.1 [MQTT-3.1.2-14], 5 [MQTT-3.1.2-12])")
 	case !c.Will && c.WillQoS != 0:
-		return c, malformed("CONNECT: will QoS without will flag [MQTT-3.1.2-13]")
+		return c, malformed("CONNECT: will QoS without will flag (3.1.1 [MQTT-3.1.2-13], 5 [MQTT-3.1.2-11])")
 	case !c.Will && c.WillRetain:
-		return c, malformed("CONNECT: will retain without will flag [MQTT-3.1.2-15]")
+		return c, malformed("CONNECT: will retain without will flag (3.1.1 [MQTT-3.1.2-15], 5 [MQTT-3.1.2-13])")
 	case !v5 && c.HasPassword && !c.HasUsername:
-		return c, malformed("CONNECT: password without user name [MQTT-3.1.2-22]")
+		return c, malformed("CONNECT: password without user name (3.1.1 [MQTT-3.1.2-22])")
 	}
 
 	c.RequestProblemInfo = true
@@ -159,7 +160,7 @@ func parseConnect(b []byte) (Connect, *Error) {
 		case !ok:
 			return c, malformed("CONNECT: will topic truncated")
 		case bad:
-			return c, malformed("CONNECT: will topic not well-formed UTF-8")
+			return c, malformed("CONNECT: will topic not well-formed UTF-8 (3.1.1 [MQTT-3.1.3-10], 5 [MQTT-3.1.3-11])")
 		}
 		c.WillTopic = string(topic)
 		if c.WillPayload, b, ok = readBinary(rest); !ok {
@@ -171,7 +172,7 @@ func parseConnect(b []byte) (Connect, *Error) {
 		case !ok:
 			return c, malformed("CONNECT: user name truncated")
 		case bad:
-			return c, malformed("CONNECT: user name not well-formed UTF-8 [MQTT-3.1.3-11]")
+			return c, malformed("CONNECT: user name not well-formed UTF-8 (3.1.1 [MQTT-3.1.3-11], 5 [MQTT-3.1.3-12])")
 		}
 	}
 	if c.HasPassword {
