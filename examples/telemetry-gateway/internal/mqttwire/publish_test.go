@@ -117,3 +117,21 @@ func TestParsePublishAliases(t *testing.T) {
 	require.Same(t, &body[2], &p.Topic[0])
 	require.Same(t, &body[len(body)-1], &p.Payload[len(p.Payload)-1])
 }
+
+// Split and ParsePublish do not allocate on a well-formed packet.
+func TestSplitParsePublishNoAllocs(t *testing.T) {
+	buf := benchPublish()
+	var sink Publish
+	allocs := testing.AllocsPerRun(1000, func() {
+		_, flags, body, _, err := Split(buf, 1<<20)
+		if err != nil {
+			panic(err)
+		}
+		sink, err = ParsePublish(flags, body, true)
+		if err != nil {
+			panic(err)
+		}
+	})
+	require.Zero(t, allocs)
+	require.Equal(t, uint16(3), sink.TopicAlias)
+}
