@@ -95,6 +95,8 @@ func TestParsePublish(t *testing.T) {
 			body: cat(str("t"), plist(property(0x00, []byte{1}))), wantCode: MalformedPacket},
 		{name: "two-byte property identifier 0x80 0x01 (MQTT 5 §2.2.2.2)", flags: 0x00, v5: true,
 			body: cat(str("t"), plist([]byte{0x80, 0x01, 0})), wantCode: MalformedPacket},
+		{name: "property identifier 1 encoded in two bytes [MQTT-1.5.5-1]", flags: 0x00, v5: true,
+			body: cat(str("t"), plist([]byte{0x81, 0x00, 1})), wantCode: MalformedPacket},
 		{name: "property value truncated", flags: 0x00, v5: true, body: cat(str("t"), plist(property(0x02, u16(1)))),
 			wantCode: MalformedPacket},
 	}
