@@ -13,8 +13,8 @@ import (
 
 // FuzzSplitParse splits arbitrary bytes into packets and hands each to the parser for its type, for
 // MQTT 5 and 3.1.1. Invariants: no panic; n ≤ len(buf); the body lies inside buf and ends at n; every
-// refusal is an *Error with a reason code of 0x80 or more; a PUBLISH the codec accepts, paho's reader
-// accepts too and reads the same topic, packet identifier and payload.
+// refusal is an *Error with a reason code of 0x80 or more; a CONNECT, PUBLISH, SUBSCRIBE or
+// UNSUBSCRIBE the codec accepts, paho's reader accepts too and reads the same fields.
 func FuzzSplitParse(f *testing.F) {
 	seeds := [][]byte{
 		connectBody("MQTT", 5, 0xC4|0x08, plist(property(0x11, u32(7)), property(0x26, str("k"), str("v"))), str("dev"),
@@ -72,7 +72,11 @@ func parseAny(t *testing.T, typ, flags byte, body []byte, v5 bool, whole []byte)
 	var err error
 	switch typ {
 	case CONNECT:
-		_, err = ParseConnect(body)
+		var c Connect
+		c, err = ParseConnect(body)
+		if err == nil {
+			requirePahoReadsConnect(t, c, whole)
+		}
 	case PUBLISH:
 		var p Publish
 		p, err = ParsePublish(flags, body, v5)
@@ -81,10 +85,25 @@ func parseAny(t *testing.T, typ, flags byte, body []byte, v5 bool, whole []byte)
 		}
 	case PUBREL:
 		_, _, err = ParsePubrel(flags, body, v5)
-	case SUBSCRIBE:
-		_, _, err = ParseSubscribe(flags, body, v5)
-	case UNSUBSCRIBE:
-		_, _, err = ParseUnsubscribe(flags, body, v5)
+	case SUBSCRIBE, UNSUBSCRIBE:
+		var id uint16
+		var n int
+		if typ == SUBSCRIBE {
+			id, n, err = ParseSubscribe(flags, body, v5)
+		} else {
+			id, n, err = ParseUnsubscribe(flags, body, v5)
+		}
+		if err == nil && v5 {
+			cp := readPaho5(t, whole)
+			if s, ok := cp.Content.(*paho5.Subscribe); ok {
+				require.Equal(t, id, s.PacketID)
+				require.Len(t, s.Subscriptions, n)
+			} else {
+				u := cp.Content.(*paho5.Unsubscribe)
+				require.Equal(t, id, u.PacketID)
+				require.Len(t, u.Topics, n)
+			}
+		}
 	case DISCONNECT:
 		_, _, _, err = ParseDisconnect(body, v5)
 	}
@@ -93,13 +112,44 @@ func parseAny(t *testing.T, typ, flags byte, body []byte, v5 bool, whole []byte)
 	}
 }
 
+// readPaho5 reads one packet with paho.golang, which must accept it.
+func readPaho5(t *testing.T, whole []byte) *paho5.ControlPacket {
+	t.Helper()
+	cp, err := paho5.ReadPacket(bytes.NewReader(whole))
+	require.NoError(t, err)
+	return cp
+}
+
+// requirePahoReadsConnect is the differential oracle for CONNECT: paho's reader for the version the
+// codec saw accepts it and reads the same client identifier, credentials and will.
+func requirePahoReadsConnect(t *testing.T, c Connect, whole []byte) {
+	t.Helper()
+	if c.Version == 5 {
+		pc := readPaho5(t, whole).Content.(*paho5.Connect)
+		require.Equal(t, c.ClientID, pc.ClientID)
+		require.Equal(t, c.KeepAlive, pc.KeepAlive)
+		require.Equal(t, string(c.Username), pc.Username)
+		require.True(t, bytes.Equal(c.Password, pc.Password))
+		require.Equal(t, c.WillTopic, pc.WillTopic)
+		require.True(t, bytes.Equal(c.WillPayload, pc.WillMessage))
+		return
+	}
+	cp, err := paho3.ReadPacket(bytes.NewReader(whole))
+	require.NoError(t, err)
+	pc := cp.(*paho3.ConnectPacket)
+	require.Equal(t, c.ClientID, pc.ClientIdentifier)
+	require.Equal(t, c.KeepAlive, pc.Keepalive)
+	require.Equal(t, string(c.Username), pc.Username)
+	require.True(t, bytes.Equal(c.Password, pc.Password))
+	require.Equal(t, c.WillTopic, pc.WillTopic)
+	require.True(t, bytes.Equal(c.WillPayload, pc.WillMessage))
+}
+
 // requirePahoReadsPublish is the differential oracle: paho's reader agrees on an accepted PUBLISH.
 func requirePahoReadsPublish(t *testing.T, p Publish, whole []byte, v5 bool) {
 	t.Helper()
 	if v5 {
-		cp, err := paho5.ReadPacket(bytes.NewReader(whole))
-		require.NoError(t, err)
-		pp := cp.Content.(*paho5.Publish)
+		pp := readPaho5(t, whole).Content.(*paho5.Publish)
 		require.Equal(t, string(p.Topic), pp.Topic)
 		require.Equal(t, p.PacketID, pp.PacketID)
 		require.Equal(t, p.QoS, pp.QoS)
