@@ -56,7 +56,8 @@ const (
 // [MQTT-3.1.2-22]; a string that is not well-formed
 // UTF-8 or holds U+0000 (MQTT 5 §1.5.4, MQTT 3.1.1 §1.5.3); a truncated body or bytes after the
 // payload; an MQTT 5 property identifier not valid in CONNECT or in the will properties (MQTT 5
-// §2.2.2.2).
+// §2.2.2.2); an empty will topic [MQTT-4.7.3-1]. TopicNameInvalid: a will topic with '+' or '#'
+// [MQTT-4.7.0-1] (MQTT 5 CONNACK 0x90: "The Will Topic Name is not malformed, but is not accepted").
 //
 // ProtocolError (MQTT 5): a property other than the User Property more than once; Receive Maximum 0
 // (§3.1.2.11.3); Maximum Packet Size 0 (§3.1.2.11.4); Request Response or Problem Information other
@@ -161,6 +162,10 @@ func parseConnect(b []byte) (Connect, *Error) {
 			return c, malformed("CONNECT: will topic truncated")
 		case bad:
 			return c, malformed("CONNECT: will topic not well-formed UTF-8 (3.1.1 [MQTT-3.1.3-10], 5 [MQTT-3.1.3-11])")
+		case len(topic) == 0:
+			return c, malformed("CONNECT: empty will topic [MQTT-4.7.3-1]")
+		case hasWildcard(topic):
+			return c, &Error{Code: TopicNameInvalid, Msg: "CONNECT: wildcard in will topic [MQTT-4.7.0-1]"}
 		}
 		c.WillTopic = string(topic)
 		if c.WillPayload, b, ok = readBinary(rest); !ok {
