@@ -62,8 +62,8 @@ const (
 // ProtocolError (MQTT 5): a property other than the User Property more than once; Receive Maximum 0
 // (§3.1.2.11.3); Maximum Packet Size 0 (§3.1.2.11.4); Request Response or Problem Information other
 // than 0 or 1 (§3.1.2.11.6, §3.1.2.11.7); Authentication Data without an Authentication Method
-// (§3.1.2.11.10); a will Payload Format Indicator other than 0 or 1 (§3.1.3.2.3). Will property values
-// other than those are checked and dropped.
+// (§3.1.2.11.10); a will Payload Format Indicator other than 0 or 1 (§3.1.3.2.3); a will Response
+// Topic with a wildcard (§3.1.3.2.5). The will properties' values are checked and dropped.
 //
 // On any error after the protocol level is read the returned Connect holds at least Version and
 // ProtocolName. ParseConnect allocates the strings it returns.
@@ -151,8 +151,11 @@ func parseConnect(b []byte) (Connect, *Error) {
 				if e != nil {
 					return c, e
 				}
-				if pr.id == propPayloadFormat && pr.n > 1 {
+				switch {
+				case pr.id == propPayloadFormat && pr.n > 1:
 					return c, protocolErr("CONNECT: will payload format indicator not 0 or 1")
+				case pr.id == propResponseTopic && hasWildcard(pr.s):
+					return c, protocolErr("CONNECT: wildcard in will response topic (MQTT 5 §3.1.3.2.5)")
 				}
 			}
 		}
