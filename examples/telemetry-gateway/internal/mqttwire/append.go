@@ -205,11 +205,9 @@ func appendCodes(dst []byte, first byte, id uint16, n int, code byte, v5 bool) [
 func AppendPingresp(dst []byte) []byte { return append(dst, PINGRESP<<4, 0) }
 
 // AppendDisconnect appends an MQTT 5 DISCONNECT (§3.14) with reason code and, when reason is not "", a
-// Reason String property. Normal disconnection (0) without reason string is the two-byte form
-// (§3.14.2.1). MQTT 3.1.1 has no DISCONNECT from the server: close the connection instead.
+// Reason String property. The reason code is always written, Normal disconnection (0) included: the
+// empty form §3.14.2.1 allows for it fails to decode in paho.golang v0.23.0's reader. MQTT 3.1.1 has no
+// DISCONNECT from the server: close the connection instead.
 func AppendDisconnect(dst []byte, code byte, reason string) []byte {
-	if code == Success && reason == "" {
-		return append(dst, DISCONNECT<<4, 0)
-	}
 	return appendReason(appendReasonHeader(dst, DISCONNECT<<4, 0, code, reason), code, reason)
 }

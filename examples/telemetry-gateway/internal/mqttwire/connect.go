@@ -51,17 +51,19 @@ const (
 // §3.1.2.2 [MQTT-3.1.2-2], MQTT 5 §3.1.2.2 [MQTT-3.1.2-2]).
 //
 // MalformedPacket: the reserved connect flag set [MQTT-3.1.2-3]; Will QoS or Will Retain without the
-// Will Flag [MQTT-3.1.2-11, -13, -15 in 3.1.1; -11, -13, -15 in 5]; Will QoS 3 [MQTT-3.1.2-14]; a
-// password without a user name in MQTT 3.1 and 3.1.1 [MQTT-3.1.2-22]; a string that is not well-formed
+// Will Flag (3.1.1 [MQTT-3.1.2-13], [MQTT-3.1.2-15]; 5 [MQTT-3.1.2-11], [MQTT-3.1.2-13]); Will QoS 3
+// (3.1.1 [MQTT-3.1.2-14], 5 [MQTT-3.1.2-12]); a password without a user name in MQTT 3.1 and 3.1.1
+// [MQTT-3.1.2-22]; a string that is not well-formed
 // UTF-8 or holds U+0000 (MQTT 5 §1.5.4, MQTT 3.1.1 §1.5.3); a truncated body or bytes after the
 // payload; an MQTT 5 property identifier not valid in CONNECT or in the will properties (MQTT 5
-// §2.2.2.2).
+// §2.2.2.2); an empty will topic [MQTT-4.7.3-1]. TopicNameInvalid: a will topic with '+' or '#'
+// [MQTT-4.7.0-1] (MQTT 5 CONNACK 0x90: "The Will Topic Name is not malformed, but is not accepted").
 //
 // ProtocolError (MQTT 5): a property other than the User Property more than once; Receive Maximum 0
 // (§3.1.2.11.3); Maximum Packet Size 0 (§3.1.2.11.4); Request Response or Problem Information other
 // than 0 or 1 (§3.1.2.11.6, §3.1.2.11.7); Authentication Data without an Authentication Method
-// (§3.1.2.11.10); a will Payload Format Indicator other than 0 or 1 (§3.1.3.2.3). Will property values
-// other than those are checked and dropped.
+// (§3.1.2.11.10); a will Payload Format Indicator other than 0 or 1 (§3.1.3.2.3); a will Response
+// Topic with a wildcard (§3.1.3.2.5). The will properties' values are checked and dropped.
 //
 // On any error after the protocol level is read the returned Connect holds at least Version and
 // ProtocolName. ParseConnect allocates the strings it returns.
@@ -107,13 +109,13 @@ func parseConnect(b []byte) (Connect, *Error) {
 	c.HasPassword = flags&flagPassword != 0
 	switch {
 	case c.WillQoS == 3:
-		return c, malformed("CONNECT: will QoS 3 [MQTT-3.1.2-14]")
+		return c, malformed("CONNECT: will QoS 3 (3.1.1 [MQTT-3.1.2-14], 5 [MQTT-3.1.2-12])")
 	case !c.Will && c.WillQoS != 0:
-		return c, malformed("CONNECT: will QoS without will flag [MQTT-3.1.2-13]")
+		return c, malformed("CONNECT: will QoS without will flag (3.1.1 [MQTT-3.1.2-13], 5 [MQTT-3.1.2-11])")
 	case !c.Will && c.WillRetain:
-		return c, malformed("CONNECT: will retain without will flag [MQTT-3.1.2-15]")
+		return c, malformed("CONNECT: will retain without will flag (3.1.1 [MQTT-3.1.2-15], 5 [MQTT-3.1.2-13])")
 	case !v5 && c.HasPassword && !c.HasUsername:
-		return c, malformed("CONNECT: password without user name [MQTT-3.1.2-22]")
+		return c, malformed("CONNECT: password without user name (3.1.1 [MQTT-3.1.2-22])")
 	}
 
 	c.RequestProblemInfo = true
@@ -149,8 +151,11 @@ func parseConnect(b []byte) (Connect, *Error) {
 				if e != nil {
 					return c, e
 				}
-				if pr.id == propPayloadFormat && pr.n > 1 {
+				switch {
+				case pr.id == propPayloadFormat && pr.n > 1:
 					return c, protocolErr("CONNECT: will payload format indicator not 0 or 1")
+				case pr.id == propResponseTopic && hasWildcard(pr.s):
+					return c, protocolErr("CONNECT: wildcard in will response topic (MQTT 5 §3.1.3.2.5)")
 				}
 			}
 		}
@@ -159,7 +164,11 @@ func parseConnect(b []byte) (Connect, *Error) {
 		case !ok:
 			return c, malformed("CONNECT: will topic truncated")
 		case bad:
-			return c, malformed("CONNECT: will topic not well-formed UTF-8")
+			return c, malformed("CONNECT: will topic not well-formed UTF-8 (3.1.1 [MQTT-3.1.3-10], 5 [MQTT-3.1.3-11])")
+		case len(topic) == 0:
+			return c, malformed("CONNECT: empty will topic [MQTT-4.7.3-1]")
+		case hasWildcard(topic):
+			return c, &Error{Code: TopicNameInvalid, Msg: "CONNECT: wildcard in will topic [MQTT-4.7.0-1]"}
 		}
 		c.WillTopic = string(topic)
 		if c.WillPayload, b, ok = readBinary(rest); !ok {
@@ -171,7 +180,7 @@ func parseConnect(b []byte) (Connect, *Error) {
 		case !ok:
 			return c, malformed("CONNECT: user name truncated")
 		case bad:
-			return c, malformed("CONNECT: user name not well-formed UTF-8 [MQTT-3.1.3-11]")
+			return c, malformed("CONNECT: user name not well-formed UTF-8 (3.1.1 [MQTT-3.1.3-11], 5 [MQTT-3.1.3-12])")
 		}
 	}
 	if c.HasPassword {

@@ -66,10 +66,10 @@ func skipProps(pkt string, b []byte, allowed uint64) *Error {
 // (Subscription Identifier, not 0, and User Property) and the topic filters, at least one
 // [MQTT-3.8.3-3], each well-formed UTF-8 and non-empty [MQTT-4.7.3-1] and followed by subscription
 // options whose reserved bits are zero (3.1.1 [MQTT-3-8.3-4]; 5 [MQTT-3.8.3-5]) and whose QoS is not 3.
-// It returns how many filters there are. MQTT 5 Retain Handling 3 and the cases MQTT 3.1.1 calls a
-// protocol violation (no filter, packet identifier 0) are a ProtocolError in 5 and MalformedPacket in
-// 3.1.1; the rest is MalformedPacket. The filters' wildcard syntax is not checked: the gateway refuses
-// every subscription.
+// It returns how many filters there are. MQTT 5 Retain Handling 3, QoS 3 in MQTT 5 (§3.8.3.1), and
+// the cases MQTT 3.1.1 calls a protocol violation (no filter [MQTT-3.8.3-3], packet identifier 0
+// [MQTT-2.3.1-1]) are a ProtocolError in 5 and MalformedPacket in 3.1.1; the rest is MalformedPacket.
+// The filters' wildcard syntax is not checked: the gateway refuses every subscription.
 func ParseSubscribe(flags byte, body []byte, v5 bool) (id uint16, filters int, err error) {
 	id, filters, e := parseSubscribe(flags, body, v5, true)
 	if e != nil {
@@ -145,7 +145,7 @@ func parseSubscribe(flags byte, b []byte, v5, sub bool) (uint16, int, *Error) {
 			case v5 && o&0xc0 != 0:
 				return 0, 0, malformed(pkt + ": reserved bits of subscription options set [MQTT-3.8.3-5]")
 			case o&0x03 == 3:
-				return 0, 0, malformed(pkt + ": QoS 3")
+				return 0, 0, violation(v5, pkt+": QoS 3 (3.1.1 [MQTT-3-8.3-4], 5 §3.8.3.1)")
 			case v5 && o>>4&0x03 == 3:
 				return 0, 0, protocolErr(pkt + ": retain handling 3")
 			}

@@ -104,9 +104,15 @@ func (p *props) more() bool { return len(p.b) > 0 }
 // property's "It is a Protocol Error to include ... more than once"). String values are checked to be
 // well-formed UTF-8 (MQTT 5 §1.5.4).
 func (p *props) next(allowed uint64) (prop, *Error) {
-	id, rest, ok := readVBI(p.b)
-	if !ok {
-		return prop{}, malformed(p.pkt + ": property identifier truncated")
+	// The identifier is a Variable Byte Integer, but every identifier MQTT 5 defines is below 128: a
+	// first byte with the continuation bit is either an unknown identifier or a non-minimal encoding
+	// [MQTT-1.5.5-1], malformed both ways.
+	if len(p.b) == 0 {
+		return prop{}, malformed(p.pkt + ": property identifier missing")
+	}
+	id, rest, ok := int(p.b[0]), p.b[1:], true
+	if id >= 0x80 {
+		return prop{}, &Error{Code: MalformedPacket, Msg: fmt.Sprintf("%s: property identifier 0x%02X is not one byte", p.pkt, id)}
 	}
 	if id >= 64 || allowed&(1<<id) == 0 {
 		if propKind(id) == kindUnknown {
