@@ -84,6 +84,7 @@ type options struct {
 	drainDelay, shutdownTimeout time.Duration
 	logFormat, logLevel         string
 	mqttLogLevel                string
+	idleGCPercent               int // from GOGC, not a flag
 
 	demo, verbose, version bool
 }

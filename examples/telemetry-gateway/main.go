@@ -23,7 +23,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -44,18 +43,12 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
-// gcPercent is the collector's target unless GOGC is set. A gateway is
-// sized by the devices it holds idle, whose TLS state and small objects are
-// nearly all its live heap; at Go's default of 100 the heap grows to twice
-// that before a collection, and RSS with it. At 50 an idle device costs a
-// third less RSS, with no measurable cost in readings per second (README,
+// idleGCPercent is the collector's target while the gateway takes no
+// readings, unless GOGC is set (gateway.Config.IdleGCPercent; README,
 // "Memory per device").
-const gcPercent = 50
+const idleGCPercent = 50
 
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
@@ -67,6 +60,9 @@ func main() {
 // serves (its sink failed, say), 2 for a usage error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	o, err := parseOptions(args, getenv, stderr)
+	if o != nil {
+		o.idleGCPercent = idleGC(getenv)
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -274,6 +270,15 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		MaxPayload: o.maxPayload, TopicPrefix: o.topicPrefix, TopicPolicy: topics,
 		RateLimit: o.rate, RateBurst: o.rateBurst, RateMaxWait: o.rateMaxWait,
 		KubeHealthAddr: o.kubeHealthAddr, KubeService: o.kubeService, KubeEndpoint: ep,
-		Logger: log, MQTTLogLevel: mqttLevel,
+		Logger: log, MQTTLogLevel: mqttLevel, IdleGCPercent: o.idleGCPercent,
 	}, nil
+}
+
+// idleGC is gateway.Config.IdleGCPercent: idleGCPercent, or 0 (Go's own
+// collector settings) when GOGC is set.
+func idleGC(getenv func(string) string) int {
+	if getenv("GOGC") != "" {
+		return 0
+	}
+	return idleGCPercent
 }

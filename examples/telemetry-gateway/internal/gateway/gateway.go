@@ -69,6 +69,7 @@ type Gateway struct {
 	wsLn      *chain.Listener // nil without WSAddr
 	connIDs   atomic.Uint64   // numbers the connections of both
 	hook      *hook
+	gc        *gcTuner // nil without IdleGCPercent
 	httpSrv   *http.Server
 	httpLn    net.Listener
 	adminSrv  *http.Server
@@ -234,6 +235,9 @@ func (g *Gateway) Start() error {
 		}
 	}
 	g.started.Store(true)
+	if g.cfg.IdleGCPercent > 0 {
+		g.gc = newGCTuner(g.cfg.IdleGCPercent)
+	}
 	if g.disk != nil {
 		go g.disk.run(g.cfg.SinkCheckInterval)
 	}
@@ -473,6 +477,7 @@ func (g *Gateway) stopAll(ctx context.Context) error {
 		errs = append(errs, g.adminSrv.Close())
 	}
 	g.wg.Wait()
+	g.gc.close()
 	return errors.Join(errs...)
 }
 

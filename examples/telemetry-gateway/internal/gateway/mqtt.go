@@ -369,6 +369,7 @@ func (h *hook) Publish(cl *ingest.Client, pk *mqttwire.Publish) (byte, string, b
 	if s == nil {
 		return 0, "", false
 	}
+	g.gc.reading()
 	ctx := context.Background()
 	var p *pendingAck
 	switch pk.QoS {
