@@ -70,9 +70,9 @@ type Config struct {
 	// returned the connection. Zero means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
 	// ConnectTimeout bounds the time from the end of the handshake to the
-	// broker's reading of CONNECT; the broker replaces the deadline with the
-	// client's keepalive once it accepts CONNECT. Zero means
-	// DefaultConnectTimeout.
+	// server's reading of CONNECT; the server clears the deadline once it
+	// has answered CONNECT (it enforces the client's keep alive itself).
+	// Zero means DefaultConnectTimeout.
 	ConnectTimeout time.Duration
 	// OnFailure, when set, is called for each connection that failed before
 	// the broker accepted its CONNECT (after MarkConnected was not called),

@@ -203,7 +203,7 @@ var (
 	codeReceiveMaximum       = code{mqttwire.ReceiveMaximumExceeded, "receive maximum exceeded"}
 )
 
-// OnConnect resolves nothing itself: the middleware listener resolved the
+// Connect resolves nothing itself: the middleware listener resolved the
 // connection's chain when it was accepted. It collects every layer, applies
 // the allowlist (and, for a device with a client certificate, requires the
 // client id to be the certificate's common name), writes the connection's
@@ -424,7 +424,7 @@ func (h *hook) record(cl *ingest.Client, pk *mqttwire.Publish, topic string, s *
 		return nil, "rate_limited", codeQuotaExceeded, errors.New("rate limit exceeded")
 	}
 	if d.Delay > 0 {
-		// Slow the device down: mochi reads nothing more from this
+		// Slow the device down: the server reads nothing more from this
 		// connection meanwhile, so TCP pushes back.
 		g.met.throttled.Add(context.Background(), 1)
 		time.Sleep(d.Delay)
