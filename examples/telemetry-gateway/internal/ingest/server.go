@@ -468,10 +468,41 @@ func disconnectError(code byte, reason string) error {
 	return &DisconnectError{Code: code, Reason: reason}
 }
 
-// bufPool holds read buffers: a connection holds one only while it reads.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, readBuffer); return &b }}
+// Read buffers: a connection holds one only while it reads. It starts with
+// a small one, which holds a CONNECT and a device's readings, and moves to a
+// large one once a read fills the small one: a gateway that has just taken
+// thousands of connections, most of which go idle, has allocated thousands
+// of small buffers, not of large ones (the pools keep what they hold until
+// two collections later).
+const (
+	smallBuffer = 512
+	largeBuffer = 4096
+)
 
-const readBuffer = 4096
+var (
+	smallPool = sync.Pool{New: func() any { b := make([]byte, smallBuffer); return &b }}
+	largePool = sync.Pool{New: func() any { b := make([]byte, largeBuffer); return &b }}
+)
+
+// getBuffer returns a buffer of size smallBuffer or largeBuffer.
+func getBuffer(size int) []byte {
+	if size == smallBuffer {
+		return *smallPool.Get().(*[]byte)
+	}
+	return *largePool.Get().(*[]byte)
+}
+
+// putBuffer returns b to its pool, when it came from one.
+func putBuffer(b []byte) {
+	switch cap(b) {
+	case smallBuffer:
+		b = b[:smallBuffer]
+		smallPool.Put(&b)
+	case largeBuffer:
+		b = b[:largeBuffer]
+		largePool.Put(&b)
+	}
+}
 
 // maxAliasBytes bounds the topics one connection keeps for its topic
 // aliases: TopicAliasMaximum topics of up to a packet each would let a
@@ -481,7 +512,7 @@ const maxAliasBytes = 4096
 
 // connect reads CONNECT and answers it.
 func (c *Client) connect() error {
-	c.buf = *bufPool.Get().(*[]byte)
+	c.buf = getBuffer(smallBuffer)
 	var body []byte
 	var flags byte
 	for {
@@ -612,10 +643,7 @@ func (c *Client) release() {
 		return
 	}
 	if c.start == c.end {
-		b := c.buf[:cap(c.buf)]
-		if cap(b) == readBuffer {
-			bufPool.Put(&b)
-		}
+		putBuffer(c.buf)
 		c.buf, c.start, c.end = nil, 0, 0
 	}
 }
@@ -625,27 +653,27 @@ func (c *Client) release() {
 // to its size.
 func (c *Client) fill() error {
 	if c.buf == nil {
-		c.buf = *bufPool.Get().(*[]byte)
+		c.buf = getBuffer(smallBuffer)
 	}
 	if c.start > 0 {
 		c.end = copy(c.buf, c.buf[c.start:c.end])
 		c.start = 0
 	}
 	if c.end == len(c.buf) {
-		need := packetLen(c.buf[:c.end])
-		if need <= len(c.buf) {
-			need = 2 * len(c.buf)
-		}
+		// One packet, larger than the buffer (handle took every whole one).
+		need := max(packetLen(c.buf[:c.end]), 2*len(c.buf))
 		need = min(need, c.srv.cfg.MaxPacketSize)
 		if need <= len(c.buf) {
 			return &mqttwire.Error{Code: mqttwire.PacketTooLarge, Msg: "packet larger than the maximum packet size"}
 		}
-		nb := make([]byte, need)
-		copy(nb, c.buf[:c.end])
-		if cap(c.buf) == readBuffer {
-			b := c.buf[:readBuffer]
-			bufPool.Put(&b)
+		var nb []byte
+		if need <= largeBuffer {
+			nb = getBuffer(largeBuffer)
+		} else {
+			nb = make([]byte, need)
 		}
+		copy(nb, c.buf[:c.end])
+		putBuffer(c.buf)
 		c.buf = nb
 	}
 	n, err := c.Conn.Read(c.buf[c.end:])
