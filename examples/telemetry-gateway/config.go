@@ -26,6 +26,10 @@ import (
 // envPrefix turns a flag name into its environment variable: -mqtt-addr is
 // GATEWAY_MQTT_ADDR. The prefix keeps clear of the variables Kubernetes
 // injects for Services (a Service named "mqtt" brings MQTT_PORT, MQTT_SERVICE_HOST, …).
+// formerNames maps a flag's former name to its present one: both are
+// accepted, and the present one wins over the former.
+var formerNames = map[string]string{"mochi-log-level": "mqtt-log-level"}
+
 const envPrefix = "GATEWAY_"
 
 func envName(flagName string) string {
@@ -198,6 +202,9 @@ Flags:
 		from[f.Name] = "-" + f.Name
 		if set[f.Name] {
 			return
+		}
+		if now, ok := formerNames[f.Name]; ok && (set[now] || getenv(envName(now)) != "") {
+			return // the flag's present name, on the command line or in its variable, wins
 		}
 		if v := getenv(envName(f.Name)); v != "" {
 			from[f.Name] = "$" + envName(f.Name)

@@ -247,8 +247,8 @@ func (s *Server) forget(c *Client) {
 }
 
 // sweep keeps the server's coarse clock and ends connections whose keep
-// alive has run out ([MQTT-3.1.2-24]: one and a half times the interval
-// without a packet).
+// alive has run out (one and a half times the interval without a packet:
+// MQTT 3.1.1 [MQTT-3.1.2-24], MQTT 5 [MQTT-3.1.2-22]).
 func (s *Server) sweep() {
 	defer s.bg.Done()
 	t := time.NewTicker(250 * time.Millisecond)
@@ -552,6 +552,14 @@ func (c *Client) connect() error {
 		c.release()
 		return fmt.Errorf("CONNECT: %w", perr)
 	}
+	if pk.Version < 4 {
+		// MQTT 3.1 (protocol level 3): the gateway speaks 3.1.1 and 5 only
+		// (MQTT 3.1.1 §3.1.2.2: return code 1, unacceptable protocol level).
+		var b [8]byte
+		c.writeRaw(mqttwire.AppendConnack(b[:0], false, false, mqttwire.ConnRefusedProtocolVersion, nil))
+		c.release()
+		return fmt.Errorf("CONNECT: MQTT 3.1 (protocol level %d) is not served", pk.Version)
+	}
 	c.keepAlive, c.problems, c.maxOut = pk.KeepAlive, pk.RequestProblemInfo, pk.MaxPacketSize
 	c.aliasMax = c.srv.cfg.TopicAliasMaximum
 	code, reason := byte(0), ""
@@ -591,7 +599,7 @@ func (c *Client) connect() error {
 	}
 	ack := mqttwire.AppendConnack(out[:0], c.V5(), false, 0, props)
 	if c.maxOut > 0 && len(ack) > int(c.maxOut) {
-		// [MQTT-3.1.2-25]: nothing larger than the client's Maximum Packet
+		// MQTT 5 [MQTT-3.1.2-24]: nothing larger than the client's Maximum Packet
 		// Size goes to it, and a connection without CONNACK is no session.
 		c.release()
 		return fmt.Errorf("the CONNACK (%d bytes) exceeds the client's Maximum Packet Size %d", len(ack), c.maxOut)
@@ -898,7 +906,7 @@ func (c *Client) publish(flags byte, body []byte) error {
 	}
 	if pk.QoS == 2 {
 		if _, ok := c.qos2[pk.PacketID]; ok {
-			// [MQTT-4.3.3-9]: a PUBLISH again before PUBREL gets its PUBREC
+			// MQTT 5 [MQTT-4.3.3-10]: a PUBLISH again before PUBREL gets its PUBREC
 			// again and is not handled twice.
 			var out [8]byte
 			return c.Write(mqttwire.AppendAck(out[:0], mqttwire.PUBREC, pk.PacketID, 0, "", v5))
