@@ -263,17 +263,36 @@ func (s *Server) sweep() {
 			expired = expired[:0]
 			s.mu.Lock()
 			for c := range s.all {
-				if ka := c.keepAlive; ka > 0 && now.UnixNano()-c.lastRead.Load() > int64(ka)*int64(time.Second)*3/2 {
+				if c.expired(now.UnixNano()) {
 					expired = append(expired, c)
 				}
 			}
 			s.mu.Unlock()
 			for _, c := range expired {
-				s.log.Debug("ingest: keep alive expired", "client_id", c.ID, "keep_alive", c.keepAlive)
+				s.log.Debug("ingest: keep alive expired", "client_id", c.ID, "keep_alive", c.keepAlive, "partial_packet", c.partial.Load())
 				c.Disconnect(mqttwire.KeepAliveTimeout, "")
 			}
 		}
 	}
+}
+
+// PartialPacketTimeout bounds how long a packet that has begun may take to
+// arrive whole from a client without keep alive (keep alive 0); with keep
+// alive, one and a half times its interval does.
+const PartialPacketTimeout = 30 * time.Second
+
+// expired says whether c's keep alive has run out at now: no whole packet
+// for one and a half times the interval (MQTT 3.1.1 [MQTT-3.1.2-24], MQTT 5
+// [MQTT-3.1.2-22]; the bytes of a packet still arriving do not count, so a
+// client cannot hold a connection and its buffer by trickling one), or,
+// without keep alive, a packet begun PartialPacketTimeout ago and still not
+// whole.
+func (c *Client) expired(now int64) bool {
+	since := now - c.lastRead.Load()
+	if ka := c.keepAlive; ka > 0 {
+		return since > int64(ka)*int64(time.Second)*3/2
+	}
+	return c.partial.Load() && since > int64(PartialPacketTimeout)
 }
 
 // connection states
@@ -301,11 +320,12 @@ type Client struct {
 	aliases     [][]byte
 	aliasBytes  int                 // the topics held for aliases, at most maxAliasBytes
 	qos2        map[uint16]struct{} // PUBRECs written, PUBRELs awaited
-	lastRead    atomic.Int64
-	deadlineAt  int64 // when the read deadline was last moved (coarse clock)
-	wdeadlineAt int64 // when the write deadline was last moved (wmu)
-	fd          int   // the socket, when the connection may be parked; -1 otherwise
-	registered  bool  // fd is in the epoll set (armed or not)
+	lastRead    atomic.Int64        // when the last whole packet came (coarse clock)
+	partial     atomic.Bool         // the buffer holds the start of a packet
+	deadlineAt  int64               // when the read deadline was last moved (coarse clock)
+	wdeadlineAt int64               // when the write deadline was last moved (wmu)
+	fd          int                 // the socket, when the connection may be parked; -1 otherwise
+	registered  bool                // fd is in the epoll set (armed or not)
 	buf         []byte
 	start, end  int
 
@@ -687,7 +707,6 @@ func (c *Client) fill() error {
 	n, err := c.Conn.Read(c.buf[c.end:])
 	c.end += n
 	if n > 0 {
-		c.touch()
 		return nil // handle what came first; the error comes back
 	}
 	return err
@@ -803,9 +822,13 @@ func (c *Client) handle() bool {
 			return false
 		}
 		if n == 0 {
+			if !c.partial.Load() {
+				c.partial.Store(true)
+			}
 			return true
 		}
 		c.start += n
+		c.touch()
 		if err := c.packet(typ, flags, body); err != nil {
 			var we *mqttwire.Error
 			if errors.As(err, &we) {
@@ -815,6 +838,9 @@ func (c *Client) handle() bool {
 			}
 			return false
 		}
+	}
+	if c.partial.Load() {
+		c.partial.Store(false)
 	}
 	return !c.closed()
 }
