@@ -293,6 +293,9 @@ func (g *Gateway) startMQTT() error {
 		TopicAliasMaximum: topicAliasMaximum,
 		Logger:            slog.New(&levelFilter{next: g.log.With("component", "mqtt").Handler(), min: g.cfg.MQTTLogLevel}),
 	})
+	if err == nil {
+		err = g.met.observeIdle(func() int64 { return g.srv.Stats().Parked.Load() })
+	}
 	if err != nil {
 		g.proxyLn.Close()
 		return err
