@@ -26,6 +26,10 @@ import (
 // envPrefix turns a flag name into its environment variable: -mqtt-addr is
 // GATEWAY_MQTT_ADDR. The prefix keeps clear of the variables Kubernetes
 // injects for Services (a Service named "mqtt" brings MQTT_PORT, MQTT_SERVICE_HOST, …).
+// formerNames maps a flag's former name to its present one: both are
+// accepted, and the present one wins over the former.
+var formerNames = map[string]string{"mochi-log-level": "mqtt-log-level"}
+
 const envPrefix = "GATEWAY_"
 
 func envName(flagName string) string {
@@ -83,7 +87,8 @@ type options struct {
 
 	drainDelay, shutdownTimeout time.Duration
 	logFormat, logLevel         string
-	mochiLogLevel               string
+	mqttLogLevel                string
+	idleGCPercent               int // from GOGC, not a flag
 
 	demo, verbose, version bool
 }
@@ -159,7 +164,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "bound on the whole graceful shutdown")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json|text")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug|info|warn|error")
-	fs.StringVar(&o.mochiLogLevel, "mochi-log-level", "warn", "lowest level of the embedded broker's own lines: debug|info|warn|error|off")
+	fs.StringVar(&o.mqttLogLevel, "mqtt-log-level", "warn", "lowest level of the MQTT server's own lines (protocol errors, keep alive expiries): debug|info|warn|error|off")
+	fs.StringVar(&o.mqttLogLevel, "mochi-log-level", "warn", "the former name of -mqtt-log-level (the gateway ran on mochi-mqtt)")
 
 	fs.BoolVar(&o.demo, "demo", false, "run the self-contained demo on loopback: gateway, a load balancer sending PROXY v2, simulated devices; print what every layer saw and exit")
 	fs.BoolVar(&o.verbose, "v", false, "with -demo: also print the gateway's log lines")
@@ -196,6 +202,9 @@ Flags:
 		from[f.Name] = "-" + f.Name
 		if set[f.Name] {
 			return
+		}
+		if now, ok := formerNames[f.Name]; ok && (set[now] || getenv(envName(now)) != "") {
+			return // the flag's present name, on the command line or in its variable, wins
 		}
 		if v := getenv(envName(f.Name)); v != "" {
 			from[f.Name] = "$" + envName(f.Name)
@@ -309,8 +318,8 @@ func (o *options) check(from, given map[string]string) []error {
 	if _, err := parseLevel(o.logLevel); err != nil || strings.EqualFold(o.logLevel, "off") {
 		bad("log-level", fmt.Sprintf("%q", o.logLevel), "want debug, info, warn or error")
 	}
-	if _, err := parseLevel(o.mochiLogLevel); err != nil {
-		bad("mochi-log-level", fmt.Sprintf("%q", o.mochiLogLevel), "want debug, info, warn, error or off")
+	if _, err := parseLevel(o.mqttLogLevel); err != nil {
+		bad("mqtt-log-level", fmt.Sprintf("%q", o.mqttLogLevel), "want debug, info, warn, error or off")
 	}
 	if o.logFormat != "json" && o.logFormat != "text" {
 		bad("log-format", fmt.Sprintf("%q", o.logFormat), "want json or text")

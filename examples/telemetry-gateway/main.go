@@ -1,5 +1,5 @@
 // Command telemetry-gateway is sourceip's reference IoT ingest gateway: MQTT
-// 3.1.1 and 5 over TLS on an embedded broker (mochi-mqtt) behind a listener
+// 3.1.1 and 5 over TLS on an MQTT server of its own behind a listener
 // chain that reads PROXY headers only from trusted load balancers, plus an
 // HTTP ingest endpoint behind trusted proxies. It logs the client address seen
 // at every layer, resolves the real client with sourceip's clientip, applies
@@ -43,6 +43,11 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
+// idleGCPercent is the collector's target while the gateway takes no
+// readings, unless GOGC is set (gateway.Config.IdleGCPercent; README,
+// "Memory per device").
+const idleGCPercent = 50
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
@@ -55,6 +60,9 @@ func main() {
 // serves (its sink failed, say), 2 for a usage error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	o, err := parseOptions(args, getenv, stderr)
+	if o != nil {
+		o.idleGCPercent = idleGC(getenv)
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -243,7 +251,7 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 			return gateway.Config{}, fmt.Errorf("-topic-policy: %w", err)
 		}
 	}
-	mochiLevel, _ := parseLevel(o.mochiLogLevel) // checked by parseOptions
+	mqttLevel, _ := parseLevel(o.mqttLogLevel) // checked by parseOptions
 	header := o.httpHeader
 	if o.httpTrusted.Len() == 0 {
 		header = "" // nobody is trusted to write it
@@ -262,6 +270,15 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		MaxPayload: o.maxPayload, TopicPrefix: o.topicPrefix, TopicPolicy: topics,
 		RateLimit: o.rate, RateBurst: o.rateBurst, RateMaxWait: o.rateMaxWait,
 		KubeHealthAddr: o.kubeHealthAddr, KubeService: o.kubeService, KubeEndpoint: ep,
-		Logger: log, MochiLogLevel: mochiLevel,
+		Logger: log, MQTTLogLevel: mqttLevel, IdleGCPercent: o.idleGCPercent,
 	}, nil
+}
+
+// idleGC is gateway.Config.IdleGCPercent: idleGCPercent, or 0 (Go's own
+// collector settings) when GOGC is set.
+func idleGC(getenv func(string) string) int {
+	if getenv("GOGC") != "" {
+		return 0
+	}
+	return idleGCPercent
 }

@@ -76,6 +76,30 @@ func TestOptionsFromFlagsAndEnvironment(t *testing.T) {
 	assert.ErrorIs(t, err, errUsage, "unknown flag")
 }
 
+// TestFormerFlagName: -mochi-log-level, the former name of -mqtt-log-level,
+// and its variable still work, but the present name wins, on the command line
+// or in its variable, whatever the former one says (a leftover
+// GATEWAY_MOCHI_LOG_LEVEL overrode -mqtt-log-level given on the command line).
+func TestFormerFlagName(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"the former flag", []string{"-mochi-log-level", "debug"}, nil, "debug"},
+		{"the former variable", nil, map[string]string{"GATEWAY_MOCHI_LOG_LEVEL": "error"}, "error"},
+		{"the present flag over the former variable", []string{"-mqtt-log-level", "debug"}, map[string]string{"GATEWAY_MOCHI_LOG_LEVEL": "error"}, "debug"},
+		{"the present variable over the former one", nil, map[string]string{"GATEWAY_MOCHI_LOG_LEVEL": "error", "GATEWAY_MQTT_LOG_LEVEL": "info"}, "info"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseOptions(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, o.mqttLogLevel)
+		})
+	}
+}
+
 // TestUsageErrors: values that parse but make no sense are usage errors
 // (exit code 2) with a message naming the flag, or the environment variable
 // the value came from (attack trial: each of the first ones was accepted

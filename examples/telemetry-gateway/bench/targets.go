@@ -48,6 +48,8 @@ func gatewayTarget(name, bin string, extra ...string) target {
 		args := []string{
 			"-mqtt-addr", fmt.Sprintf("127.0.0.1:%d", port), "-http-addr", "", "-admin-addr", fmt.Sprintf("127.0.0.1:%d", adminPort),
 			"-tls-cert", filepath.Join(dir, "server.pem"), "-tls-key", filepath.Join(dir, "server.key"),
+			// -mochi-log-level, -mqtt-log-level's former name, so that
+			// -compare-bin can run a build from before the rename.
 			"-proxy-trusted", "127.1.0.0/16", "-log-level", "error", "-mochi-log-level", "off",
 		}
 		if !slices.Contains(extra, "-nats-url") {

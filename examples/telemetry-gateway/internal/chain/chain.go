@@ -1,22 +1,20 @@
-// Package chain is the telemetry gateway's MQTT listener: a mochi-mqtt
-// listeners.Listener that takes connections from a PROXY-protocol listener,
-// performs the TLS handshake itself under a deadline, gives the client a
-// deadline to send CONNECT, and only then hands the connection to the broker.
+// Package chain is the telemetry gateway's MQTT listener: it takes
+// connections from a PROXY-protocol listener, performs the TLS handshake
+// itself under a deadline, gives the client a deadline to send CONNECT, and
+// hands the connection to the MQTT server (package ingest).
 // Without a TLS configuration it hands plain connections on: those of a load
 // balancer that terminated the client's TLS and reported it in the PROXY
 // header's SSL TLV (LBTLSConfig), or of another listener that did the
 // transport's work (MQTT over WebSocket).
 //
-// mochi-mqtt v2.7.9 has no deadline before CONNECT (a connection that never
-// finishes its handshake or never sends CONNECT is held for ever), runs no hook
-// before CONNECT has been parsed, and never reports failed handshakes. This
-// listener bounds each stage and reports every connection that fails before
-// the broker sees it, with what was known by then: the socket peer, the PROXY
+// The listener bounds each stage and reports every connection that fails
+// before CONNECT, with what was known by then: the socket peer, the PROXY
 // header's addresses, and the TLS server name if the ClientHello got that far.
 //
-// Each connection handed to the broker is a *tls.Conn over a *Conn that
-// carries the connection's Info (the *Conn itself without TLS); InfoFromConn finds it again from inside mochi
-// hooks (cl.Net.Conn), and proxyproto.FactsFromConn sees through both.
+// Each connection handed on is a *tls.Conn over a *Conn that carries the
+// connection's Info (the *Conn itself without TLS); InfoFromConn finds it
+// again from the server's client (ingest.Client.Conn), and
+// proxyproto.FactsFromConn sees through both.
 package chain
 
 import (
@@ -30,7 +28,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/sourceip/sourceip/proxyproto"
 )
 
@@ -50,7 +47,7 @@ const (
 
 // Config configures a Listener.
 type Config struct {
-	// ID is the listener's id in mochi.
+	// ID is the listener's id (ingest.Client.Listener).
 	ID string
 	// Inner is where connections come from: a *proxyproto.Listener in the
 	// gateway, any net.Listener in tests. The Listener owns it.
@@ -63,7 +60,7 @@ type Config struct {
 	// balancer reported about the client's TLS from each connection's PROXY
 	// header (Info.LBTLS). Inner must be a proxyproto listener for it.
 	LBTLS *LBTLSConfig
-	// Protocol is what the listener reports to mochi; "" means
+	// Protocol is what the listener reports (Protocol); "" means
 	// "tcp+proxy+tls", or "tcp+proxy" without TLS.
 	Protocol string
 	// IDs numbers the connections (Info.ID); listeners of one broker share
@@ -73,9 +70,9 @@ type Config struct {
 	// returned the connection. Zero means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
 	// ConnectTimeout bounds the time from the end of the handshake to the
-	// broker's reading of CONNECT; the broker replaces the deadline with the
-	// client's keepalive once it accepts CONNECT. Zero means
-	// DefaultConnectTimeout.
+	// server's reading of CONNECT; the server clears the deadline once it
+	// has answered CONNECT (it enforces the client's keep alive itself).
+	// Zero means DefaultConnectTimeout.
 	ConnectTimeout time.Duration
 	// OnFailure, when set, is called for each connection that failed before
 	// the broker accepted its CONNECT (after MarkConnected was not called),
@@ -187,7 +184,8 @@ func (c *Conn) NetConn() net.Conn { return c.Conn }
 func (c *Conn) Info() *Info { return c.info }
 
 // InfoFromConn returns the Info of a connection the listener handed out: c is
-// what mochi holds in cl.Net.Conn, the *tls.Conn over a *Conn or the *Conn.
+// what the server holds in ingest.Client.Conn, the *tls.Conn over a *Conn or
+// the *Conn.
 func InfoFromConn(c net.Conn) (*Info, bool) {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
@@ -198,7 +196,15 @@ func InfoFromConn(c net.Conn) (*Info, bool) {
 	return nil, false
 }
 
-// Listener is the mochi listener. Create it with New.
+// EstablishFn serves a connection the listener hands on: listener is the
+// listener's ID. nil means the server took the connection over (it closes
+// it); an error, that the listener closes it.
+type EstablishFn func(listener string, c net.Conn) error
+
+// CloseFn disconnects the clients of a listener that is closing.
+type CloseFn func(listener string)
+
+// Listener is the MQTT server's listener. Create it with New.
 type Listener struct {
 	cfg    Config
 	tls    *tls.Config
@@ -248,13 +254,13 @@ func New(cfg Config) (*Listener, error) {
 	return l, nil
 }
 
-// ID implements listeners.Listener.
+// ID returns the listener's ID.
 func (l *Listener) ID() string { return l.cfg.ID }
 
-// Address implements listeners.Listener.
+// Address returns the address the listener accepts on.
 func (l *Listener) Address() string { return l.cfg.Inner.Addr().String() }
 
-// Protocol implements listeners.Listener.
+// Protocol names what the listener speaks.
 func (l *Listener) Protocol() string {
 	switch {
 	case l.cfg.Protocol != "":
@@ -265,11 +271,9 @@ func (l *Listener) Protocol() string {
 	return "tcp+proxy+tls"
 }
 
-// Init implements listeners.Listener. The inner listener is already bound.
-func (l *Listener) Init(*slog.Logger) error { return nil }
-
-// Serve implements listeners.Listener: it accepts until Close.
-func (l *Listener) Serve(establish listeners.EstablishFn) {
+// Serve accepts until Close, handing each connection to establish once its
+// TLS handshake is done.
+func (l *Listener) Serve(establish EstablishFn) {
 	var tempDelay time.Duration
 	for {
 		c, err := l.cfg.Inner.Accept()
@@ -299,13 +303,16 @@ func (l *Listener) Serve(establish listeners.EstablishFn) {
 	}
 }
 
-func (l *Listener) serveConn(c *Conn, establish listeners.EstablishFn) {
+func (l *Listener) serveConn(c *Conn, establish EstablishFn) {
 	defer l.wg.Done()
+	var err error
 	defer func() {
 		l.mu.Lock()
 		delete(l.conns, c)
 		l.mu.Unlock()
-		c.Close()
+		if err != nil {
+			c.Close()
+		}
 	}()
 	info := c.info
 	var conn net.Conn = c
@@ -314,7 +321,7 @@ func (l *Listener) serveConn(c *Conn, establish listeners.EstablishFn) {
 		_ = c.SetDeadline(info.Accepted.Add(l.cfg.HandshakeTimeout))
 		tc := tls.Server(c, l.tls)
 		start := time.Now()
-		if err := tc.Handshake(); err != nil {
+		if err = tc.Handshake(); err != nil {
 			l.fail(c.Conn, info, StageTLS, err)
 			return
 		}
@@ -324,10 +331,10 @@ func (l *Listener) serveConn(c *Conn, establish listeners.EstablishFn) {
 	case l.cfg.LBTLS != nil:
 		info.LBTLS = lbTLS(l.cfg.LBTLS, info.Facts)
 	}
-	// The broker's first read is CONNECT; it replaces this deadline with the
-	// keepalive one as soon as it has accepted CONNECT.
+	// The server's first read is CONNECT; it clears this deadline once it
+	// has answered CONNECT.
 	_ = c.SetDeadline(time.Now().Add(l.cfg.ConnectTimeout))
-	err := establish(l.cfg.ID, conn)
+	err = establish(l.cfg.ID, conn)
 	if !info.connected.Load() {
 		if err == nil {
 			err = errors.New("connection closed before CONNECT")
@@ -352,13 +359,13 @@ func (l *Listener) fail(conn net.Conn, info *Info, stage Stage, err error) {
 	l.cfg.OnFailure(f)
 }
 
-// Close implements listeners.Listener: it stops accepting, lets the broker
-// disconnect its clients (closeClients), closes every connection still in the
-// listener's hands — in the handshake or waiting for CONNECT — and waits for
-// their goroutines. When Close returns, no connection of this listener can
-// reach the broker any more, which keeps mochi's Server.Close from waiting on
-// (or racing with) a half-open connection.
-func (l *Listener) Close(closeClients listeners.CloseFn) {
+// Close stops accepting, lets the server disconnect its clients
+// (closeClients), closes every connection still in the listener's hands — in
+// the handshake or waiting for CONNECT — and waits for their goroutines.
+// When Close returns, no connection of this listener can reach the server
+// any more, which keeps the server's Close from waiting on (or racing with)
+// a half-open connection.
+func (l *Listener) Close(closeClients CloseFn) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()

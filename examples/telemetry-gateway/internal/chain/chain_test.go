@@ -1,20 +1,17 @@
 package chain
 
 import (
-	"bytes"
 	"crypto/tls"
-	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ingest"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/mqttwire"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/stretchr/testify/assert"
@@ -22,27 +19,26 @@ import (
 )
 
 type hook struct {
-	mqtt.HookBase
 	infos chan *Info
 }
 
-func (h *hook) ID() string { return "test" }
-func (h *hook) Provides(b byte) bool {
-	return bytes.Contains([]byte{mqtt.OnConnect, mqtt.OnConnectAuthenticate}, []byte{b})
-}
-func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
-	info, ok := InfoFromConn(cl.Net.Conn)
+func (h *hook) Connect(cl *ingest.Client, _ *mqttwire.Connect) (byte, string) {
+	info, ok := InfoFromConn(cl.Conn)
 	if !ok {
-		return errors.New("no info")
+		return mqttwire.UnspecifiedError, "no info"
 	}
 	info.MarkConnected()
 	h.infos <- info
-	return nil
+	return 0, ""
 }
-func (h *hook) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
+func (h *hook) Established(*ingest.Client) {}
+func (h *hook) Publish(*ingest.Client, *mqttwire.Publish) (byte, string, bool) {
+	return 0, "", true
+}
+func (h *hook) Disconnected(*ingest.Client, error) {}
 
 type fixture struct {
-	srv      *mqtt.Server
+	srv      *ingest.Server
 	close    func()
 	addr     string
 	ca       *pki.CA
@@ -67,11 +63,18 @@ func start(t *testing.T, hs, connect time.Duration) *fixture {
 		OnFailure: func(fl Failure) { f.failures <- fl },
 	})
 	require.NoError(t, err)
-	f.srv = mqtt.New(&mqtt.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, f.srv.AddHook(&hook{infos: f.infos}, nil))
-	require.NoError(t, f.srv.AddListener(l))
-	require.NoError(t, f.srv.Serve())
-	f.close = sync.OnceFunc(func() { f.srv.Close() }) // mochi's Close panics when called twice
+	f.srv, err = ingest.New(ingest.Config{Handler: &hook{infos: f.infos}})
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Serve(func(id string, c net.Conn) error { return f.srv.ServeConn(c, id, true) })
+	}()
+	f.close = sync.OnceFunc(func() {
+		l.Close(func(string) { f.srv.Close() })
+		f.srv.Close()
+		<-done
+	})
 	t.Cleanup(f.close)
 	return f
 }

@@ -201,10 +201,10 @@ func demo(ctx context.Context, stderr io.Writer, verbose bool) ([]*demoRow, demo
 		ProxyTrusted: clientip.MustParsePrefixSet(info.lbSrc.String()),
 		TLS: &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: ca.Pool(),
 			ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12},
-		Sink:          sink.Config{Path: filepath.Join(dir, "telemetry.jsonl")},
-		Logger:        log,
-		MochiLogLevel: slog.LevelError + 100,
-		Observer:      denied,
+		Sink:         sink.Config{Path: filepath.Join(dir, "telemetry.jsonl")},
+		Logger:       log,
+		MQTTLogLevel: slog.LevelError + 100,
+		Observer:     denied,
 		OnConnection: func(c gateway.Connection) {
 			mu.Lock()
 			conns[c.ClientID] = c

@@ -1,36 +1,34 @@
 package gateway
 
 import (
+	"errors"
 	"sync"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ingest"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/mqttwire"
 )
 
 // ackQueue writes one connection's QoS 1 acknowledgements itself, each once
 // its reading is durable, in the order the PUBLISH packets arrived (MQTT
 // 3.1.1 §4.6 and MQTT 5 §4.6: PUBACKs in the order of the PUBLISHes).
 //
-// mochi writes the PUBACK inside the connection's read loop once the
-// OnPublish hook returns, so a hook that waits for the sink leaves at most one
-// reading of each connection waiting for a commit, however many the device
-// has in flight. The hook instead submits the reading, appends an entry here
-// and returns packets.ErrRejectPacket, after which mochi sends nothing and
-// reads the next packet; the sink's answer marks the entry, and the oldest
-// entries that are answered are written, in order, in one write to the
-// connection under the client's lock (which serialises writers as mochi's
-// own Client.WritePacket does; mochi's byte and packet counters miss them).
+// A handler that waited for the sink before the next packet is read would
+// leave at most one reading of each connection waiting for a commit, however
+// many the device has in flight. The hook instead submits the reading,
+// appends an entry here and returns, and the connection reads the next
+// packet; the sink's answer marks the entry, and the oldest entries that are
+// answered are written, in order, in one write to the connection
+// (ingest.Client.Write serialises writers).
 // The sink answers on its committing goroutine, which must not wait for a
 // slow client, so the writes run on a goroutine started when the oldest entry
 // becomes writable and ending when none is: an idle connection has none.
 //
-// The queue also enforces the receive maximum itself (mochi counts only the
-// acknowledgements it writes): it holds at most max entries, a MQTT 5 client
-// that sends more is disconnected with "receive maximum exceeded" as mochi
-// would, and a MQTT 3.1.1 client, which has no such limit, waits: mochi reads
-// nothing more from it, and TCP pushes back.
+// The queue also enforces the receive maximum (MQTT 5 §3.3.4): it holds at
+// most max entries, a MQTT 5 client that sends more is disconnected with
+// "receive maximum exceeded", and a MQTT 3.1.1 client, which has no such
+// limit, waits: nothing more is read from it, and TCP pushes back.
 type ackQueue struct {
-	cl  *mqtt.Client
+	cl  *ingest.Client
 	max int
 
 	mu       sync.Mutex
@@ -45,11 +43,14 @@ type ackQueue struct {
 type pendingAck struct {
 	id    uint16
 	ready bool
-	send  bool         // write a PUBACK (MQTT 3.1.1 has no negative one)
-	code  packets.Code // its reason code (MQTT 5)
+	send  bool // write a PUBACK (MQTT 3.1.1 has no negative one)
+	code  code // its reason code (MQTT 5)
 }
 
-func newAckQueue(cl *mqtt.Client, max int) *ackQueue {
+// errReceiveMaximum is an MQTT 5 client's PUBLISH beyond the receive maximum.
+var errReceiveMaximum = errors.New("receive maximum exceeded")
+
+func newAckQueue(cl *ingest.Client, max int) *ackQueue {
 	a := &ackQueue{cl: cl, max: max}
 	a.cond.L = &a.mu
 	return a
@@ -71,7 +72,7 @@ func (a *ackQueue) add(id uint16, v5 bool) (*pendingAck, error) {
 	}
 	if len(a.q) >= a.max {
 		if v5 {
-			return nil, packets.ErrReceiveMaximum
+			return nil, errReceiveMaximum
 		}
 		for len(a.q) >= a.max && !a.dead && !a.closing {
 			a.cond.Wait()
@@ -84,17 +85,60 @@ func (a *ackQueue) add(id uint16, v5 bool) (*pendingAck, error) {
 
 // answer marks p as answered: send says whether a PUBACK goes out for it
 // (with code), and writes what is writable.
-func (a *ackQueue) answer(p *pendingAck, send bool, code packets.Code) {
+func (a *ackQueue) answer(p *pendingAck, send bool, c code) {
 	a.mu.Lock()
-	p.ready, p.send, p.code = true, send, code
+	p.ready, p.send, p.code = true, send, c
 	start := !a.flushing && len(a.q) > 0 && a.q[0].ready
+	// Every entry answered: nothing else of this connection is waiting in
+	// the store's batch, so the acknowledgements go out now, on this
+	// goroutine, when that cannot block (tryFlush); otherwise, or while
+	// later entries wait, a goroutine of the connection's own writes them.
+	all := start && a.q[len(a.q)-1].ready
 	if start {
 		a.flushing = true
 	}
 	a.mu.Unlock()
-	if start {
+	if start && !(all && a.tryFlush()) {
 		go a.flush()
 	}
+}
+
+// tryFlush writes the answered entries at the head of the queue on the
+// calling goroutine if the connection can take them without blocking
+// (ingest.Client.TryWrite). It returns true when it is done and flushing is
+// over, false when a flush goroutine is still needed (flushing stays set).
+func (a *ackQueue) tryFlush() bool {
+	var scratch [256]byte
+	a.mu.Lock()
+	n := 0
+	buf := scratch[:0]
+	for n < len(a.q) && a.q[n].ready && len(buf) < len(scratch)-64 {
+		if p := a.q[n]; p.send && !a.dead {
+			buf = a.cl.AppendAck(buf, mqttwire.PUBACK, p.id, p.code.code, p.code.reason)
+		}
+		n++
+	}
+	a.mu.Unlock()
+	if len(buf) > len(scratch) { // a long reason string: the flush goroutine writes it
+		return false
+	}
+	ok, err := a.cl.TryWrite(buf)
+	if !ok {
+		return false
+	}
+	if err != nil {
+		a.drop() // the connection is gone; the device sends them again
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	clear(a.q[:n])
+	a.q = a.q[n:]
+	a.cond.Broadcast()
+	if len(a.q) > 0 && a.q[0].ready {
+		return false
+	}
+	a.flushing = false
+	return true
 }
 
 // drop stops every later acknowledgement: the connection is being closed
@@ -109,8 +153,9 @@ func (a *ackQueue) drop() {
 }
 
 // release lets a read loop waiting for room go on, so that it notices its
-// connection closing: at shutdown the store may answer only after mochi has
-// stopped every client, and mochi waits for every read loop.
+// connection closing: at shutdown the store may answer only after the
+// server has stopped every client, and the server waits for every reading
+// goroutine.
 func (a *ackQueue) release() {
 	a.mu.Lock()
 	a.closing = true
@@ -151,53 +196,19 @@ func (a *ackQueue) flush() {
 	}
 }
 
-// write writes the PUBACKs of out. Successful ones, four bytes each, go out
-// together in one write (one TLS record instead of one per reading),
-// under the client's lock as mochi's own writes; one with a failure reason
-// code goes through Client.WritePacket, which encodes its reason string as
-// the client allows.
+// write writes the PUBACKs of out together, in one write (one TLS record
+// instead of one per reading).
 func (a *ackQueue) write(buf []byte, out []*pendingAck) ([]byte, error) {
-	for i, p := range out {
-		if !p.send {
-			continue
-		}
-		if p.code.Code < packets.ErrUnspecifiedError.Code {
-			// MQTT 5 §3.4.2.1: a success without properties may omit the
-			// reason code, which makes it the MQTT 3.1.1 packet.
-			buf = append(buf, packets.Puback<<4, 2, byte(p.id>>8), byte(p.id))
-			if i < len(out)-1 {
-				continue
-			}
-		}
-		if err := a.writeRaw(buf); err != nil {
-			return buf, err
-		}
-		buf = buf[:0]
-		if p.code.Code >= packets.ErrUnspecifiedError.Code {
-			if err := a.cl.WritePacket(ackPacket(p)); err != nil {
-				return buf, err
-			}
+	for _, p := range out {
+		if p.send {
+			buf = a.cl.AppendAck(buf, mqttwire.PUBACK, p.id, p.code.code, p.code.reason)
 		}
 	}
-	return buf, a.writeRaw(buf)
-}
-
-// writeRaw writes encoded packets to the client's connection.
-func (a *ackQueue) writeRaw(b []byte) error {
-	if len(b) == 0 {
-		return nil
-	}
-	if a.cl.Closed() {
-		return mqtt.ErrConnectionClosed
-	}
-	a.cl.Lock()
-	defer a.cl.Unlock()
-	_, err := a.cl.Net.Conn.Write(b)
-	return err
+	return buf, a.cl.Write(buf)
 }
 
 // waitIdle returns once every entry has been answered and written (or
-// dropped): for a QoS 2 PUBLISH, which mochi acknowledges itself and which
+// dropped): for a QoS 2 PUBLISH, which the server acknowledges and which
 // must not overtake the acknowledgements before it.
 func (a *ackQueue) waitIdle() {
 	a.mu.Lock()
@@ -205,25 +216,4 @@ func (a *ackQueue) waitIdle() {
 		a.cond.Wait()
 	}
 	a.mu.Unlock()
-}
-
-// ackPacket is p's PUBACK, without the PUBLISH's properties (mochi copies
-// them into its own acknowledgements unless told not to; a device gains
-// nothing from its user properties echoed).
-func ackPacket(p *pendingAck) packets.Packet {
-	return ackOf(packets.Puback, p.id, p.code)
-}
-
-// ackOf is the acknowledgement of type typ (PUBACK, PUBREC) of packet id
-// with reason code, and its reason string when code is an error.
-func ackOf(typ byte, id uint16, code packets.Code) packets.Packet {
-	pk := packets.Packet{
-		FixedHeader: packets.FixedHeader{Type: typ},
-		PacketID:    id,
-		ReasonCode:  code.Code,
-	}
-	if code.Code >= packets.ErrUnspecifiedError.Code {
-		pk.Properties.ReasonString = code.Reason
-	}
-	return pk
 }

@@ -25,11 +25,12 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
-// The benchmarks compare the whole chain with a bare broker.
+// The benchmarks compare the whole chain with a bare mochi-mqtt broker, the
+// MQTT server the gateway ran on before its own (internal/ingest).
 //
 // chain: the gateway as deployed: TCP, the PROXY listener (header parsed and
-// trusted), clientip resolution, the TLS and CONNECT deadlines, the hook
-// (session lookup, rate limiter with a limit far above the load, JSON
+// trusted), clientip resolution, the TLS and CONNECT deadlines, the ingest
+// server, the hook (rate limiter with a limit far above the load, JSON
 // validation, device check, provenance record, metrics on an SDK meter
 // provider) and the sink. The client sends a PROXY v2 header.
 //
@@ -38,7 +39,8 @@ import (
 // work identically (validate, build the record, append). No PROXY header.
 //
 // The sink is "write" (write(2) per batch, no fsync) unless the name says
-// "fsync". QoS 1 waits for the sink before PUBACK in both; QoS 0 queues.
+// "fsync". QoS 1 waits for the sink before PUBACK in both (chain: the
+// connection reads on meanwhile; bare: its read loop waits); QoS 0 queues.
 // Four connections, 32 readings in flight on each.
 
 type benchTarget struct {
@@ -67,7 +69,7 @@ func startChain(b *testing.B, sync sink.SyncMode) benchTarget {
 		TLS: tlsCfg, Sink: sink.Config{Path: filepath.Join(b.TempDir(), "s.jsonl"), Sync: sync},
 		RateLimit: 1e9, RateBurst: 1e9, RateMaxWait: time.Second,
 		Logger:        slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		MochiLogLevel: slog.LevelError + 100,
+		MQTTLogLevel:  slog.LevelError + 100,
 		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())),
 	})
 	if err != nil {

@@ -125,6 +125,11 @@ type Config struct {
 	// JetStream stream shared by replicas, say), Sink and SinkMinFree are
 	// ignored, and Shutdown closes it.
 	Store Store
+	// IdleGCPercent, when positive, is the collector's target (GOGC) while
+	// the gateway takes no readings; while readings flow it is Go's default
+	// of 100. The process's whole collector is tuned, so a program that does
+	// more than run the gateway should leave it zero (off).
+	IdleGCPercent int
 	// ReceiveMaximum is how many QoS 1 readings one connection may have
 	// waiting for their acknowledgement (announced to MQTT 5 clients, which
 	// are disconnected when they exceed it; MQTT 3.1.1 clients are read no
@@ -175,10 +180,11 @@ type Config struct {
 
 	// Logger receives the gateway's lines; nil means slog.Default().
 	Logger *slog.Logger
-	// MochiLogLevel is the lowest level of mochi's own lines that is passed
-	// on; the gateway logs every event that matters itself. Zero is Info;
-	// use slog.LevelError+1 to silence mochi.
-	MochiLogLevel slog.Level
+	// MQTTLogLevel is the lowest level of the MQTT server's own lines that
+	// is passed on (protocol errors and keep alive expiries, at Debug); the
+	// gateway logs every event that matters itself. Zero is Info; use
+	// slog.LevelError+1 to silence them.
+	MQTTLogLevel slog.Level
 	// MeterProvider receives the gateway's metrics; nil means none.
 	MeterProvider metric.MeterProvider
 	// Metrics, when set, is served on /metrics of the admin server.

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ingest"
 	"github.com/sourceip/sourceip/explain"
 )
 
@@ -54,9 +54,9 @@ func (h *hook) find(conn, client string) (net.Conn, *session, bool) {
 	var found net.Conn
 	var fs *session
 	h.sessions.Range(func(k, v any) bool {
-		cl, s := k.(*mqtt.Client), v.(*session)
+		cl, s := k.(*ingest.Client), v.(*session)
 		if conn != "" && s.conn.Conn == num || conn == "" && client != "" && s.conn.ClientID == client {
-			found, fs = cl.Net.Conn, s
+			found, fs = cl.Conn, s
 			return false
 		}
 		return true

@@ -1,8 +1,8 @@
-// Package gateway is the telemetry gateway: an embedded MQTT broker
-// (mochi-mqtt) behind a listener chain that reads PROXY headers only from
+// Package gateway is the telemetry gateway: an MQTT server of its own
+// (package ingest: MQTT 3.1.1 and 5, ingest only) behind a listener chain that reads PROXY headers only from
 // trusted load balancers, terminates TLS with a deadline (or reads what a
 // load balancer that terminated it reported) and waits for CONNECT with a
-// deadline; the same broker over WebSocket behind an ingress (package ws);
+// deadline; the same server over WebSocket behind an ingress (package ws);
 // an HTTP ingest endpoint behind chi and the
 // sourceip middleware; and an admin server with readiness, liveness and
 // Prometheus metrics. Every accepted reading goes to a durable sink with the
@@ -14,8 +14,8 @@
 //	           ─► middleware.NewListener (clientip resolves the chain once)
 //	           ─► chain.Listener: TLS handshake (deadline; SNI, client cert),
 //	              or the TLS facts a load balancer reported in the PROXY header
-//	           ─► mochi: CONNECT (deadline) ─► OnConnect: allowlist, one log line
-//	           ─► PUBLISH ─► OnPublish: rate limit, validate, sink (fsync) ─► PUBACK
+//	           ─► ingest: CONNECT (deadline) ─► Connect: allowlist, one log line
+//	           ─► PUBLISH ─► Publish: rate limit, validate, sink (fsync) ─► PUBACK
 package gateway
 
 import (
@@ -30,9 +30,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ingest"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/reading"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ws"
@@ -63,13 +63,13 @@ type Gateway struct {
 	wsTrust   *clientip.Resolver
 	wsOrigin  *clientip.OriginReader
 
-	srv       *mqtt.Server
-	srvClose  func()
+	srv       *ingest.Server
 	proxyLn   *proxyproto.Listener
 	chainLn   *chain.Listener
 	wsLn      *chain.Listener // nil without WSAddr
 	connIDs   atomic.Uint64   // numbers the connections of both
 	hook      *hook
+	gc        *gcTuner // nil without IdleGCPercent
 	httpSrv   *http.Server
 	httpLn    net.Listener
 	adminSrv  *http.Server
@@ -235,6 +235,9 @@ func (g *Gateway) Start() error {
 		}
 	}
 	g.started.Store(true)
+	if g.cfg.IdleGCPercent > 0 {
+		g.gc = newGCTuner(g.cfg.IdleGCPercent)
+	}
 	if g.disk != nil {
 		go g.disk.run(g.cfg.SinkCheckInterval)
 	}
@@ -282,44 +285,44 @@ func (g *Gateway) startMQTT() error {
 		g.proxyLn.Close()
 		return err
 	}
-	caps := mqtt.NewDefaultServerCapabilities()
-	caps.MinimumProtocolVersion = 4 // MQTT 3.1.1 and 5
-	caps.MaximumPacketSize = uint32(max(g.cfg.MaxPayload, 64<<10) + 4096)
-	caps.MaximumSessionExpiryInterval = 3600
-	caps.RetainAvailable = 0 // ingest only: nobody may subscribe
-	caps.ReceiveMaximum = g.cfg.ReceiveMaximum
-	// What an idle device costs (README, "Memory per device"): mochi gives
-	// every client a queue of MaximumClientWritesPending outgoing messages
-	// (8192 pointers, 64 KiB, by default), which only subscribers use, and
-	// remembers up to TopicAliasMaximum inbound topic aliases of MQTT 5
-	// clients (65,535 topics by default, unbounded in bytes).
-	caps.MaximumClientWritesPending = clientWritesPending
-	caps.TopicAliasMaximum = topicAliasMaximum
-	g.srv = mqtt.New(&mqtt.Options{
-		Capabilities:            caps,
-		ClientNetReadBufferSize: clientReadBuffer,
-		Logger:                  slog.New(&mochiLogFilter{next: g.log.With("component", "mochi").Handler(), min: g.cfg.MochiLogLevel}),
-	})
-	g.srvClose = sync.OnceFunc(func() { _ = g.srv.Close() }) // Close panics when called twice
 	g.hook = &hook{g: g}
-	if err := g.srv.AddHook(g.hook, nil); err != nil {
+	g.srv, err = ingest.New(ingest.Config{
+		Handler:           g.hook,
+		MaxPacketSize:     max(g.cfg.MaxPayload, 64<<10) + 4096,
+		ReceiveMaximum:    g.cfg.ReceiveMaximum,
+		TopicAliasMaximum: topicAliasMaximum,
+		Logger:            slog.New(&levelFilter{next: g.log.With("component", "mqtt").Handler(), min: g.cfg.MQTTLogLevel}),
+	})
+	if err == nil {
+		err = g.met.observeIdle(func() int64 { return g.srv.Stats().Parked.Load() })
+	}
+	if err != nil {
 		g.proxyLn.Close()
 		return err
 	}
-	if err := g.srv.AddListener(g.chainLn); err != nil {
-		g.proxyLn.Close()
-		return err
-	}
+	// An idle MQTT connection waits in the server's epoll set without a
+	// goroutine: every layer under the TLS connection reports NetConn and
+	// survives a read deadline.
+	g.listen(g.chainLn, true)
 	if g.cfg.WSAddr != "" {
 		if err := g.startWS(); err != nil {
 			g.proxyLn.Close()
 			return err
 		}
 	}
-	return g.srv.Serve()
+	return nil
 }
 
-// wsListenerID is the WebSocket listener's id in mochi (cl.Net.Listener).
+// listen serves the connections l hands on with the MQTT server.
+func (g *Gateway) listen(l *chain.Listener, parkable bool) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		l.Serve(func(id string, c net.Conn) error { return g.srv.ServeConn(c, id, parkable) })
+	}()
+}
+
+// wsListenerID is the WebSocket listener's id (ingest.Client.Listener).
 const wsListenerID = "ws"
 
 // startWS binds the MQTT-over-WebSocket listener and adds it to the
@@ -353,21 +356,14 @@ func (g *Gateway) startWS() error {
 		wsl.Close()
 		return err
 	}
-	if err := g.srv.AddListener(g.wsLn); err != nil {
-		wsl.Close()
-		return err
-	}
+	// The WebSocket layer keeps its own frame state: its connections keep
+	// their goroutine.
+	g.listen(g.wsLn, false)
 	return nil
 }
 
-// Per-client sizes of the embedded broker; see startMQTT.
-const (
-	clientWritesPending = 16
-	topicAliasMaximum   = 16
-	// clientReadBuffer is mochi's bufio.Reader over the TLS connection,
-	// which holds a whole record already: a reading is a few hundred bytes.
-	clientReadBuffer = 1024
-)
+// topicAliasMaximum is how many topic aliases an MQTT 5 device may set.
+const topicAliasMaximum = 16
 
 // WSAddr returns the MQTT-over-WebSocket listener's address, or "".
 func (g *Gateway) WSAddr() string {
@@ -484,15 +480,26 @@ func (g *Gateway) stopAll(ctx context.Context) error {
 		errs = append(errs, g.adminSrv.Close())
 	}
 	g.wg.Wait()
+	g.gc.close()
 	return errors.Join(errs...)
 }
 
 func (g *Gateway) stopMQTT() {
-	if g.srvClose != nil {
-		g.srvClose()
-	} else if g.proxyLn != nil {
-		g.proxyLn.Close()
+	if g.srv == nil {
+		if g.proxyLn != nil {
+			g.proxyLn.Close()
+		}
+		return
 	}
+	// The listeners stop accepting and close what is still in their hands
+	// (handshakes, connections waiting for CONNECT); the server disconnects
+	// its clients.
+	closeClients := func(string) { g.srv.Close() }
+	g.chainLn.Close(closeClients)
+	if g.wsLn != nil {
+		g.wsLn.Close(closeClients)
+	}
+	g.srv.Close()
 }
 
 func (g *Gateway) serve(srv *http.Server, ln net.Listener) {

@@ -208,7 +208,11 @@ func counter(t *testing.T, r *sdkmetric.ManualReader, name string, attrs map[str
 			if m.Name != name {
 				continue
 			}
-			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+			dps, ok := m.Data.(metricdata.Sum[int64])
+			if !ok { // a gauge
+				dps = metricdata.Sum[int64]{DataPoints: m.Data.(metricdata.Gauge[int64]).DataPoints}
+			}
+			for _, dp := range dps.DataPoints {
 				ok := true
 				for k, v := range attrs {
 					got, found := dp.Attributes.Value(attribute.Key(k))

@@ -197,6 +197,7 @@ func (g *Gateway) startHTTP() error {
 // 413 when too large, 429 when the client is over its rate, 503 when the
 // sink cannot take it. Nothing is written unless the whole body is valid.
 func (g *Gateway) ingest(w http.ResponseWriter, r *http.Request) {
+	g.gc.reading()
 	ctx := r.Context()
 	l := logOf(r)
 	limit := g.cfg.MaxPayload

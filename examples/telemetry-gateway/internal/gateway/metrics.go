@@ -33,6 +33,7 @@ type instruments struct {
 	sets map[[3]string]metric.MeasurementOption // cached attribute sets
 
 	mqttAccepted metric.MeasurementOption // the per-reading hot path, looked up once
+	meter        metric.Meter
 }
 
 func newInstruments(mp metric.MeterProvider) (*instruments, error) {
@@ -76,7 +77,21 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 		return nil, err
 	}
 	in.mqttAccepted = in.attrs([3]string{"mqtt", "accepted", ""})
+	in.meter = m
 	return in, nil
+}
+
+// observeIdle reports idle() as gateway.mqtt.idle: the MQTT connections
+// waiting in the server's epoll set without a goroutine.
+func (in *instruments) observeIdle(idle func() int64) error {
+	_, err := in.meter.Int64ObservableGauge("gateway.mqtt.idle",
+		metric.WithDescription("MQTT connections idle in the server's epoll set, without a goroutine or a read buffer"),
+		metric.WithUnit("{client}"),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(idle())
+			return nil
+		}))
+	return err
 }
 
 func (in *instruments) attrs(k [3]string) metric.MeasurementOption {

@@ -12,10 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ingest"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/mqttwire"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/reading"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ws"
@@ -162,13 +162,11 @@ func (c *Connection) provenance() sink.Provenance {
 	return p
 }
 
-// hook is the gateway's mochi hook: it decides at CONNECT, and takes readings
-// to the sink before mochi writes PUBACK (mochi's processPublish calls
-// OnPublish first and acknowledges only when it returns no error).
+// hook is the gateway's ingest.Handler: it decides at CONNECT, and takes
+// readings to the sink, acknowledging each once it is durable.
 type hook struct {
-	mqtt.HookBase
 	g        *Gateway
-	sessions sync.Map // *mqtt.Client -> *session
+	sessions sync.Map // *ingest.Client -> *session
 }
 
 type session struct {
@@ -179,35 +177,49 @@ type session struct {
 	acks     *ackQueue
 	accepted atomic.Uint64
 	refused  atomic.Uint64
+	topic    string // the last topic published, so that a device publishing to one topic costs one string
 }
 
-func (h *hook) ID() string { return "telemetry-gateway" }
-
-func (h *hook) Provides(b byte) bool {
-	switch b {
-	case mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnSessionEstablished, mqtt.OnACLCheck, mqtt.OnPublish, mqtt.OnDisconnect:
-		return true
+// topicOf returns b as a string, the session's last one when b is the same.
+func (s *session) topicOf(b []byte) string {
+	if string(b) != s.topic {
+		s.topic = string(b)
 	}
-	return false
+	return s.topic
 }
 
-// OnConnect resolves nothing itself: the middleware listener resolved the
+// code is an MQTT 5 reason code and the reason string that goes with it.
+type code struct {
+	code   byte
+	reason string
+}
+
+var (
+	codeSuccess              = code{}
+	codeNotAuthorized        = code{mqttwire.NotAuthorized, "not authorized"}
+	codeQuotaExceeded        = code{mqttwire.QuotaExceeded, "quota exceeded"}
+	codePayloadFormatInvalid = code{mqttwire.PayloadFormatInvalid, "payload format invalid"}
+	codeServerUnavailable    = code{mqttwire.ServerUnavailable, "server unavailable"}
+	codeReceiveMaximum       = code{mqttwire.ReceiveMaximumExceeded, "receive maximum exceeded"}
+)
+
+// Connect resolves nothing itself: the middleware listener resolved the
 // connection's chain when it was accepted. It collects every layer, applies
 // the allowlist (and, for a device with a client certificate, requires the
 // client id to be the certificate's common name), writes the connection's
 // log line, and refuses with
-// CONNACK "not authorized" (MQTT 5 reason code 0x87, 3.1.1 return code 5).
-// mochi sends no CONNACK when OnConnect fails, so the hook sends it.
+// CONNACK "not authorized" (MQTT 5 reason code 0x87, 3.1.1 return code 5),
+// which the server writes.
 //
-// An accepted connection gets no session here: mochi may still drop it
-// before its session is established (a CONNACK it cannot write, say) and
-// then never calls OnDisconnect. OnSessionEstablished records the session.
-func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
+// An accepted connection gets no session here: the server may still drop it
+// before it is established (a CONNACK it cannot write, say). Established
+// records the session.
+func (h *hook) Connect(cl *ingest.Client, _ *mqttwire.Connect) (byte, string) {
 	g := h.g
 	c := connectionOf(cl)
 	certCN, hasCert := "", false
 	var lbErr error
-	if info, ok := chain.InfoFromConn(cl.Net.Conn); ok {
+	if info, ok := chain.InfoFromConn(cl.Conn); ok {
 		info.MarkConnected()
 		certCN, hasCert = info.ClientCN()
 		if info.LBTLS != nil {
@@ -233,53 +245,48 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 		err = fmt.Errorf("client id %q is not the client certificate's common name %q", cl.ID, certCN)
 	}
 	if err != nil {
-		code := packets.ErrNotAuthorized
+		c.Refused, c.ConnAck = err, mqttwire.NotAuthorized
 		if c.MQTTVersion < 5 {
-			code = packets.Err3NotAuthorized
+			c.ConnAck = mqttwire.ConnRefusedNotAuthorized
 		}
-		c.Refused, c.ConnAck = err, code.Code
 		if g.cfg.Observer != nil {
 			g.cfg.Observer.ObserveDeny(ctx, c.Result, err)
 		}
 		middleware.Log(ctx, g.log, "mqtt connection", c.Result, c.decision(), c.attrs()...)
 		g.met.connection(ctx, "refused", middleware.OutcomeOf(err).String())
 		g.notify(c)
-		if err := g.srv.SendConnack(cl, code, false, nil); err != nil {
-			g.log.Debug("mqtt connack not sent", "conn", c.Conn, "error", err)
-		}
-		return code
+		return codeNotAuthorized.code, codeNotAuthorized.reason
 	}
 	middleware.Log(ctx, g.log, "mqtt connection", c.Result, c.decision(), c.attrs()...) // WARN when masqueraded
 	g.met.connection(ctx, "accepted", middleware.OutcomeOf(c.ResolveErr).String())
 	g.notify(c)
-	return nil
+	return 0, ""
 }
 
 // connectionOf collects what the listener and clientip knew about cl's
 // connection; the decision fields are left zero.
-func connectionOf(cl *mqtt.Client) Connection {
-	c := Connection{ClientID: cl.ID, MQTTVersion: cl.Properties.ProtocolVersion}
-	if cl.Net.Listener == wsListenerID {
+func connectionOf(cl *ingest.Client) Connection {
+	c := Connection{ClientID: cl.ID, MQTTVersion: cl.Version}
+	if cl.Listener == wsListenerID {
 		c.Transport = "websocket"
 	}
-	if info, ok := chain.InfoFromConn(cl.Net.Conn); ok {
+	if info, ok := chain.InfoFromConn(cl.Conn); ok {
 		c.Conn, c.Header, c.ServerName, c.TLSVersion, c.Subject = info.ID, headerOf(info.Facts), info.ServerName, info.State.Version, info.Subject()
 		if c.LBTLS = info.LBTLS; c.LBTLS != nil {
 			c.ServerName, _ = info.Facts.TLVs.Authority()
 		}
 	}
-	c.Result, c.ResolveErr = middleware.ResultFromConn(cl.Net.Conn)
+	c.Result, c.ResolveErr = middleware.ResultFromConn(cl.Conn)
 	return c
 }
 
-// OnSessionEstablished records the session of a client that OnConnect
-// accepted, once mochi has sent its CONNACK and is about to read its
-// packets. From here on mochi always calls OnDisconnect when the connection
-// ends, so a session (and the clients gauge) lives exactly as long as the
-// connection; a connection dropped between OnConnect and here never had
-// one. OnPublish, which runs on the read loop, only sees clients that got
-// here.
-func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
+// Established records the session of a client that Connect accepted, once
+// the server has sent its CONNACK and is about to read its packets. From
+// here on the server always calls Disconnected when the connection ends, so
+// a session (and the clients gauge) lives exactly as long as the
+// connection; a connection dropped between Connect and here never had one.
+// Publish only sees clients that got here.
+func (h *hook) Established(cl *ingest.Client) {
 	c := connectionOf(cl)
 	s := &session{conn: c, prov: c.provenance(), start: time.Now(), acks: newAckQueue(cl, int(h.g.cfg.ReceiveMaximum))}
 	s.key = ratelimit.Key{Prefix: clientip.RateLimitKey(c.Result.Client)}
@@ -288,6 +295,7 @@ func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 		// per device identity under it, never the node as a whole.
 		s.key.Identity = cl.ID
 	}
+	cl.Value = s
 	h.sessions.Store(cl, s)
 	h.g.met.clients.Add(context.Background(), 1)
 }
@@ -314,16 +322,6 @@ func (g *Gateway) notify(c Connection) {
 		g.cfg.OnConnection(c)
 	}
 }
-
-func (h *hook) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
-
-// OnACLCheck admits every PUBLISH to OnPublish, which judges its topic
-// (topicRefusal), and refuses every subscription: the gateway is ingest only,
-// the sink is the consumer. A PUBLISH the ACL refused would be answered by
-// mochi itself, from the read loop, ahead of the acknowledgements still
-// queued for earlier readings (MQTT requires them in order), and judged by
-// its topic before a topic alias is resolved.
-func (h *hook) OnACLCheck(_ *mqtt.Client, _ string, write bool) bool { return write }
 
 // topicRefusal judges the topic of a PUBLISH: it must lie under the topic
 // prefix and, with a topic policy, be admitted for the connection's client
@@ -355,48 +353,48 @@ func (s *session) refusal(as ...slog.Attr) []slog.Attr {
 	return append(out, as...)
 }
 
-// OnPublish runs on the client's read loop. The reading is rate limited,
-// validated and handed to the store; only a durable reading is acknowledged.
+// Publish runs on the client's reading goroutine. The reading is rate
+// limited, validated and handed to the store; only a durable reading is
+// acknowledged.
 //
 // A QoS 1 reading is acknowledged by the session's ackQueue once the store
-// has answered, in the order the readings arrived, so the read loop goes on
-// to the next reading at once and a device's whole window shares one commit;
-// the hook returns packets.ErrRejectPacket, for which mochi writes nothing.
-// A QoS 0 reading, which nobody acknowledges, is queued without waiting. A
-// QoS 2 reading waits for the acknowledgements before it and for its own
-// commit, and mochi writes its PUBREC when the hook returns nil.
-func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+// has answered, in the order the readings arrived, so the goroutine goes on
+// to the next reading at once and a device's whole window shares one
+// commit. A QoS 0 reading, which nobody acknowledges, is queued without
+// waiting. A QoS 2 reading waits for the acknowledgements before it and for
+// its own commit, and the server writes its PUBREC with the code returned.
+func (h *hook) Publish(cl *ingest.Client, pk *mqttwire.Publish) (byte, string, bool) {
 	g := h.g
-	v, _ := h.sessions.Load(cl)
-	s, _ := v.(*session)
+	s, _ := cl.Value.(*session)
 	if s == nil {
-		return pk, packets.ErrRejectPacket
+		return 0, "", false
 	}
+	g.gc.reading()
 	ctx := context.Background()
-	v5 := cl.Properties.ProtocolVersion == 5
 	var p *pendingAck
-	switch pk.FixedHeader.Qos {
+	switch pk.QoS {
 	case 1:
 		var err error
-		if p, err = s.acks.add(pk.PacketID, v5); err != nil {
+		if p, err = s.acks.add(pk.PacketID, cl.V5()); err != nil {
 			g.log.Warn("mqtt client exceeded the receive maximum", "conn", s.conn.Conn, "client_id", cl.ID, "receive_maximum", g.cfg.ReceiveMaximum)
-			_ = g.srv.DisconnectClient(cl, packets.ErrReceiveMaximum)
-			return pk, packets.ErrRejectPacket
+			cl.Disconnect(codeReceiveMaximum.code, codeReceiveMaximum.reason)
+			return 0, "", false
 		}
 		if p == nil { // a retransmission of a reading still waiting: it gets that one's PUBACK
-			return pk, packets.ErrRejectPacket
+			return 0, "", false
 		}
 	case 2:
 		s.acks.waitIdle()
 	}
-	if rule, err := h.topicRefusal(ctx, s, pk.TopicName); err != nil {
-		return h.refuse(ctx, cl, pk, s, p, refusal{outcome: "forbidden_topic", code: packets.ErrNotAuthorized, err: err, rule: rule, end311: true})
+	topic := s.topicOf(pk.Topic)
+	if rule, err := h.topicRefusal(ctx, s, topic); err != nil {
+		return h.refuse(ctx, cl, pk, topic, s, p, refusal{outcome: "forbidden_topic", code: codeNotAuthorized, err: err, rule: rule, end311: true})
 	}
-	rec, outcome, code, err := h.record(cl, pk, s)
+	rec, outcome, c, err := h.record(cl, pk, topic, s)
 	if err != nil {
-		return h.refuse(ctx, cl, pk, s, p, refusal{outcome: outcome, code: code, err: err})
+		return h.refuse(ctx, cl, pk, topic, s, p, refusal{outcome: outcome, code: c, err: err})
 	}
-	switch pk.FixedHeader.Qos {
+	switch pk.QoS {
 	case 0: // nobody waits for an acknowledgement: queue it and read on
 		err = g.store.Submit(ctx, rec, nil)
 	case 1:
@@ -405,62 +403,62 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		var res sink.Result
 		if res, err = g.submitAndWait(ctx, rec); err == nil {
 			h.counted(cl, s, rec, res)
-			return pk, nil
+			return 0, "", true
 		}
 	}
 	if err != nil {
 		h.storeFailed(cl, s, rec, err)
 		if p != nil {
-			s.acks.answer(p, false, packets.CodeSuccess)
+			s.acks.answer(p, false, codeSuccess)
 		}
 	}
-	return pk, packets.ErrRejectPacket
+	return 0, "", false
 }
 
 // record rate limits, validates and checks pk, and returns the sink record,
 // or the outcome, reason code and error of its refusal.
-func (h *hook) record(cl *mqtt.Client, pk packets.Packet, s *session) (*sink.Record, string, packets.Code, error) {
+func (h *hook) record(cl *ingest.Client, pk *mqttwire.Publish, topic string, s *session) (*sink.Record, string, code, error) {
 	g := h.g
 	d := g.limiter.Reserve(s.key, g.cfg.RateMaxWait)
 	if !d.Allowed {
-		return nil, "rate_limited", packets.ErrQuotaExceeded, errors.New("rate limit exceeded")
+		return nil, "rate_limited", codeQuotaExceeded, errors.New("rate limit exceeded")
 	}
 	if d.Delay > 0 {
-		// Slow the device down: mochi reads nothing more from this
+		// Slow the device down: the server reads nothing more from this
 		// connection meanwhile, so TCP pushes back.
 		g.met.throttled.Add(context.Background(), 1)
 		time.Sleep(d.Delay)
 	}
 	r, err := reading.Parse(pk.Payload, g.cfg.MaxPayload)
 	if err != nil {
-		return nil, "invalid", packets.ErrPayloadFormatInvalid, err
+		return nil, "invalid", codePayloadFormatInvalid, err
 	}
 	if r.Device != cl.ID {
-		return nil, "refused", packets.ErrNotAuthorized,
+		return nil, "refused", codeNotAuthorized,
 			fmt.Errorf("reading names device %q but the MQTT client id is %q", r.Device, cl.ID)
 	}
 	return &sink.Record{
 		ID: r.Key(), Device: r.Device, Seq: r.Seq, Received: time.Now().UTC(),
-		Protocol: "mqtt", Topic: pk.TopicName, QoS: pk.FixedHeader.Qos,
+		Protocol: "mqtt", Topic: topic, QoS: pk.QoS,
 		Payload: r.Compact, Provenance: s.prov,
-	}, "", packets.CodeSuccess, nil
+	}, "", codeSuccess, nil
 }
 
 // stored is the store's answer for a QoS 1 reading, on the store's
 // goroutine: acknowledge it, or drop the connection without acknowledging.
-func (h *hook) stored(cl *mqtt.Client, s *session, p *pendingAck, rec *sink.Record, res sink.Result, err error) {
+func (h *hook) stored(cl *ingest.Client, s *session, p *pendingAck, rec *sink.Record, res sink.Result, err error) {
 	if err != nil {
 		s.acks.drop()
 		go h.storeFailed(cl, s, rec, err) // it writes to the client: not on the store's goroutine
-		s.acks.answer(p, false, packets.CodeSuccess)
+		s.acks.answer(p, false, codeSuccess)
 		return
 	}
-	s.acks.answer(p, true, packets.CodeSuccess)
+	s.acks.answer(p, true, codeSuccess)
 	h.counted(cl, s, rec, res)
 }
 
 // counted counts a reading the store has.
-func (h *hook) counted(cl *mqtt.Client, s *session, rec *sink.Record, res sink.Result) {
+func (h *hook) counted(cl *ingest.Client, s *session, rec *sink.Record, res sink.Result) {
 	g := h.g
 	s.accepted.Add(1)
 	if res.Duplicate {
@@ -475,17 +473,17 @@ func (h *hook) counted(cl *mqtt.Client, s *session, rec *sink.Record, res sink.R
 // acknowledged, and the client is disconnected so that it sends the reading
 // again, to this gateway once the store works or to another one; readiness
 // already reports the failure.
-func (h *hook) storeFailed(cl *mqtt.Client, s *session, rec *sink.Record, err error) {
+func (h *hook) storeFailed(cl *ingest.Client, s *session, rec *sink.Record, err error) {
 	g := h.g
 	ctx := context.Background()
 	g.log.Error("sink append failed", "conn", s.conn.Conn, "client_id", cl.ID, "id", rec.ID, "error", err)
 	g.met.message(ctx, "mqtt", "sink_error")
 	s.refused.Add(1)
 	s.acks.drop()
-	if cl.Properties.ProtocolVersion == 5 {
-		_ = g.srv.DisconnectClient(cl, packets.ErrServerUnavailable)
+	if cl.V5() {
+		cl.Disconnect(codeServerUnavailable.code, codeServerUnavailable.reason)
 	} else {
-		cl.Stop(err)
+		cl.Close(err)
 	}
 }
 
@@ -496,34 +494,38 @@ func (h *hook) storeFailed(cl *mqtt.Client, s *session, rec *sink.Record, err er
 // without an acknowledgement.
 type refusal struct {
 	outcome string
-	code    packets.Code
+	code    code
 	err     error
 	rule    string
 	end311  bool
 }
 
-// refuse turns a rejected reading into MQTT: a PUBACK (PUBREC at QoS 2, which
-// refuse writes itself) with the reason code for MQTT 5 at QoS 1 and 2; for MQTT 3.1.1, which has no
+// refuse turns a rejected reading into MQTT: a PUBACK (PUBREC at QoS 2) with
+// the reason code for MQTT 5 at QoS 1 and 2; for MQTT 3.1.1, which has no
 // negative acknowledgement, nothing, or the end of the connection when
 // why.end311 says so; at QoS 0 nothing. A QoS 1 refusal takes its place in
-// the ackQueue (p) like any other answer.
-func (h *hook) refuse(ctx context.Context, cl *mqtt.Client, pk packets.Packet, s *session, p *pendingAck, why refusal) (packets.Packet, error) {
+// the ackQueue (p) like any other answer; a QoS 2 one is returned to the
+// server, which writes the PUBREC (the acknowledgements before it are
+// written: Publish waited for them).
+func (h *hook) refuse(ctx context.Context, cl *ingest.Client, pk *mqttwire.Publish, topic string, s *session, p *pendingAck, why refusal) (byte, string, bool) {
 	g := h.g
 	s.refused.Add(1)
 	g.met.message(ctx, "mqtt", why.outcome)
-	v5, qos := cl.Properties.ProtocolVersion == 5, pk.FixedHeader.Qos
+	v5, qos := cl.V5(), pk.QoS
 	acked := v5 && qos > 0
 	end := !v5 && qos > 0 && why.end311
 	answer := "none (MQTT 3.1.1 has no negative acknowledgement)"
 	switch {
+	case acked && qos == 2:
+		answer = fmt.Sprintf("PUBREC 0x%02x", why.code.code)
 	case acked:
-		answer = fmt.Sprintf("PUBACK 0x%02x", why.code.Code)
+		answer = fmt.Sprintf("PUBACK 0x%02x", why.code.code)
 	case end:
 		answer = "disconnected (MQTT 3.1.1 has no negative acknowledgement)"
 	case qos == 0:
 		answer = "none (QoS 0)"
 	}
-	as := []slog.Attr{slog.String("topic", pk.TopicName), slog.Int("qos", int(qos)), slog.String("outcome", why.outcome)}
+	as := []slog.Attr{slog.String("topic", topic), slog.Int("qos", int(qos)), slog.String("outcome", why.outcome)}
 	if why.rule != "" {
 		as = append(as, slog.String("rule", why.rule))
 	}
@@ -532,19 +534,14 @@ func (h *hook) refuse(ctx context.Context, cl *mqtt.Client, pk packets.Packet, s
 	if p != nil {
 		s.acks.answer(p, acked, why.code)
 	}
-	switch {
-	case end:
-		_ = g.srv.DisconnectClient(cl, why.code)
-	case acked && p == nil:
-		// QoS 2, the acknowledgements before it written (waitIdle): the
-		// PUBREC with the reason code ends the exchange. Returned to mochi,
-		// the code would go out in a PUBACK, which belongs to QoS 1.
-		_ = cl.WritePacket(ackOf(packets.Pubrec, pk.PacketID, why.code))
+	if end {
+		cl.Disconnect(why.code.code, why.code.reason)
 	}
-	return pk, packets.ErrRejectPacket
+	return why.code.code, why.code.reason, acked && qos == 2
 }
 
-func (h *hook) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
+// Disconnected ends the session of a connection that has ended.
+func (h *hook) Disconnected(cl *ingest.Client, err error) {
 	v, ok := h.sessions.LoadAndDelete(cl)
 	if !ok {
 		return

@@ -74,3 +74,22 @@ func TestSessionNotLeakedWhenConnackFails(t *testing.T) {
 	assert.Eventually(t, func() bool { return sessionCount(e) == 0 }, 3*time.Second, 10*time.Millisecond, "sessions after the client left")
 	assert.Zero(t, clientsGauge(t, reader), "gauge after the client left")
 }
+
+// TestIdleConnectionsAreCounted: a device that sends nothing for the MQTT
+// server's idle time waits in its epoll set, without a goroutine, and
+// gateway.mqtt.idle counts it; a reading gives it a goroutine again (and is
+// acknowledged), and it idles again after.
+func TestIdleConnectionsAreCounted(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	e := start(t, func(c *Config) {
+		c.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	})
+	idle := func() int64 { return counter(t, reader, "gateway.mqtt.idle", nil) }
+	c, err := device.Connect(t.Context(), e.device("idle1", 5, 2, "127.0.0.47:4700"))
+	require.NoError(t, err)
+	defer c.Close()
+	require.Eventually(t, func() bool { return idle() == 1 }, 10*time.Second, 50*time.Millisecond, "the idle device in the epoll set")
+	require.NoError(t, c.Publish(t.Context(), "telemetry/idle1", 1, device.Reading("idle1", 1, 1)), "a reading from an idle device")
+	require.Eventually(t, func() bool { return idle() == 1 }, 10*time.Second, 50*time.Millisecond, "idle again")
+	assert.Equal(t, 1, e.summary(t).Unique)
+}

@@ -96,8 +96,8 @@ func (c *conn) SetReadDeadline(t time.Time) error { return c.ws.SetReadDeadline(
 
 // SetWriteDeadline implements net.Conn. gorilla keeps the write deadline in
 // a field each write reads, not on the socket, so it is set under the
-// writers' lock: a broker sets deadlines from its read loop while another
-// goroutine writes (mochi does).
+// writers' lock: a server sets deadlines from its read loop while another
+// goroutine writes (the ingest server does).
 func (c *conn) SetWriteDeadline(t time.Time) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
