@@ -252,7 +252,10 @@ func (s *Server) forget(c *Client) {
 // without a packet).
 func (s *Server) sweep() {
 	defer s.bg.Done()
-	t := time.NewTicker(250 * time.Millisecond)
+	// Read deadlines are set from this clock: it must move well within
+	// IdleAfter, or a deadline set from it lies in the past, and a resumed
+	// connection parks at once, resumes at once, and so on.
+	t := time.NewTicker(min(250*time.Millisecond, max(s.cfg.IdleAfter/4, time.Millisecond)))
 	defer t.Stop()
 	var expired []*Client
 	for {
@@ -637,7 +640,7 @@ func (c *Client) serve() {
 		if c.fd >= 0 {
 			if now := c.srv.now.Load(); now-c.deadlineAt > int64(idle)/4 {
 				c.deadlineAt = now
-				_ = c.Conn.SetReadDeadline(time.Unix(0, now).Add(idle))
+				_ = c.Conn.SetReadDeadline(time.Now().Add(idle)) // not from the coarse clock: never in the past
 			}
 		}
 		err := c.fill()
