@@ -811,7 +811,7 @@ func (c *Client) publish(flags byte, body []byte) error {
 				return &mqttwire.Error{Code: mqttwire.TopicAliasInvalid, Msg: "topic alias above the maximum [MQTT-3.3.2-9]"}
 			}
 			if c.aliases == nil {
-				c.aliases = make([][]byte, c.aliasMax+1)
+				c.aliases = make([][]byte, int(c.aliasMax)+1) // int: 65,535+1 wraps in uint16
 			}
 			switch {
 			case len(pk.Topic) > 0:
