@@ -738,6 +738,9 @@ func (c *Client) handle() bool {
 			}
 			return false
 		}
+		if typ == mqttwire.DISCONNECT {
+			return false // [MQTT-3.14.4-1]: nothing after it is the client's
+		}
 	}
 	return !c.closed()
 }
