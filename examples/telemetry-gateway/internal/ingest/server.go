@@ -765,6 +765,9 @@ func (c *Client) packet(typ, flags byte, body []byte) error {
 		}
 		return c.Write(mqttwire.AppendAck(out[:0], mqttwire.PUBCOMP, id, code, "", v5))
 	case mqttwire.PINGREQ:
+		if len(body) != 0 { // MQTT 3.1.1 §3.12, MQTT 5 §3.12: no variable header, no payload
+			return &mqttwire.Error{Code: mqttwire.MalformedPacket, Msg: "PINGREQ with a Remaining Length of " + strconv.Itoa(len(body))}
+		}
 		return c.Write(mqttwire.AppendPingresp(out[:0]))
 	case mqttwire.SUBSCRIBE:
 		// Ingest only: nobody may subscribe (the sink is the consumer).
