@@ -140,7 +140,7 @@ func (r *recorder) noPublish(t *testing.T) {
 // harness is a Server behind a real loopback listener (TCP, or TLS over it).
 type harness struct {
 	srv       *ingest.Server
-	h         *recorder
+	h         *recorder // nil when the handler is another
 	ln        net.Listener
 	addr      string
 	clientTLS *tls.Config // nil: plain TCP
@@ -173,7 +173,7 @@ func withConfig(f func(*ingest.Config)) option {
 // serve starts a Server with h and opts on 127.0.0.1:0. Every accepted
 // connection is handed to ServeConn as a *net.TCPConn or *tls.Conn, so that
 // it may park.
-func serve(t testing.TB, h *recorder, opts ...option) *harness {
+func serve(t testing.TB, h ingest.Handler, opts ...option) *harness {
 	t.Helper()
 	cfg := ingest.Config{Handler: h, TopicAliasMaximum: 4, IdleAfter: time.Minute}
 	var o harnessOpts
@@ -184,7 +184,8 @@ func serve(t testing.TB, h *recorder, opts ...option) *harness {
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	hs := &harness{srv: srv, h: h, ln: ln, addr: ln.Addr().String()}
+	hs := &harness{srv: srv, ln: ln, addr: ln.Addr().String()}
+	hs.h, _ = h.(*recorder)
 	var serverTLS *tls.Config
 	if o.tls {
 		ca, err := pki.NewCA("ingest test CA")
@@ -202,7 +203,8 @@ func serve(t testing.TB, h *recorder, opts ...option) *harness {
 			if err != nil {
 				return
 			}
-			parkable := o.parkable == nil || o.parkable(hs.accepted.Add(1))
+			n := hs.accepted.Add(1)
+			parkable := o.parkable == nil || o.parkable(n)
 			hs.serving.Add(1)
 			go func() {
 				defer hs.serving.Done()

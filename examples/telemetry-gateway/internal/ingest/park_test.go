@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,7 +182,8 @@ func TestParkTLSRecordSplit(t *testing.T) {
 	assert.Equal(t, "split record", h.nextPublish(t).payload)
 }
 
-// [MQTT-3.1.2-24]: a client silent for one and a half times its Keep Alive
+// [MQTT-3.1.2-24] (MQTT 3.1.1; MQTT 5 §3.1.2.10 says the same): a client
+// silent for one and a half times its Keep Alive
 // is disconnected (MQTT 5: DISCONNECT 0x8D), whether its connection is
 // read by a goroutine or parked; Disconnected hears 0x8D once.
 func TestKeepAliveExpiry(t *testing.T) {
@@ -320,4 +322,45 @@ func TestServeAfterClose(t *testing.T) {
 	rc.send(connect4("late", true, 0))
 	assert.Empty(t, rc.expectClosed())
 	assert.Empty(t, h.established)
+}
+
+// Server.Close racing readiness: parked clients of both versions send a
+// PUBLISH while the server closes. Each client, resumed or not, hears
+// Disconnected once, and nothing of the server is left running. Run with
+// -race: Close, the poller and resumed goroutines touch the same clients.
+func TestServerCloseRacesResume(t *testing.T) {
+	h := newRecorder()
+	hs := serve(t, h, withConfig(parking))
+	type conn struct {
+		rc *rawConn
+		c  *ingest.Client
+	}
+	conns := make([]conn, 16)
+	for i := range conns {
+		conns[i].rc, conns[i].c = hs.dialConnected(t, byte(4+i%2), fmt.Sprint("r", i))
+	}
+	hs.waitParked(t, int64(len(conns)))
+	pkts := make([][]byte, len(conns))
+	for i := range conns {
+		pkts[i] = publishPkt(i%2 == 1, 0, 0, "t", "x")
+	}
+	start := make(chan struct{})
+	var sent sync.WaitGroup
+	for i, cn := range conns {
+		sent.Add(1)
+		go func() {
+			defer sent.Done()
+			<-start
+			_, _ = cn.rc.conn.Write(pkts[i]) // the server may be gone already
+		}()
+	}
+	close(start)
+	hs.close()
+	sent.Wait()
+	for _, cn := range conns {
+		cn.rc.expectClosed()
+		assert.Equal(t, 1, h.endCount(cn.c), "Disconnected for %s", cn.c.ID)
+	}
+	assert.Equal(t, int64(0), hs.srv.Stats().Parked.Load())
+	assert.Zero(t, serverGoroutines())
 }

@@ -230,9 +230,10 @@ func TestRetainedPublish(t *testing.T) {
 	})
 }
 
-// Ingest only: every subscription is refused with a failure per filter
-// [MQTT-3.8.4-6] [MQTT-3.9.3-1]: 0x87 (Not authorized) in MQTT 5, 0x80 in
-// MQTT 3.1.1 (§3.9.3); the connection goes on.
+// Ingest only: every subscription is refused, with a code for each filter
+// in their order (MQTT 3.1.1 [MQTT-3.8.4-5]; MQTT 5 [MQTT-3.8.4-6]
+// [MQTT-3.9.3-1]): 0x87 (Not authorized) in MQTT 5, 0x80 (Failure) in MQTT
+// 3.1.1 (§3.9.3); the connection goes on.
 func TestSubscribeRefused(t *testing.T) {
 	versions(t, func(t *testing.T, v byte, v5 bool) {
 		h := newRecorder()
