@@ -251,7 +251,10 @@ func (s *Server) forget(c *Client) {
 // MQTT 3.1.1 [MQTT-3.1.2-24], MQTT 5 [MQTT-3.1.2-22]).
 func (s *Server) sweep() {
 	defer s.bg.Done()
-	t := time.NewTicker(250 * time.Millisecond)
+	// Read deadlines are set from this clock: it must move well within
+	// IdleAfter, or a deadline set from it lies in the past, and a resumed
+	// connection parks at once, resumes at once, and so on.
+	t := time.NewTicker(min(250*time.Millisecond, max(s.cfg.IdleAfter/4, time.Millisecond)))
 	defer t.Stop()
 	var expired []*Client
 	for {
@@ -737,7 +740,7 @@ func (c *Client) serve() {
 		if c.fd >= 0 {
 			if now := c.srv.now.Load(); now-c.deadlineAt > int64(idle)/4 {
 				c.deadlineAt = now
-				_ = c.Conn.SetReadDeadline(time.Unix(0, now).Add(idle))
+				_ = c.Conn.SetReadDeadline(time.Now().Add(idle)) // not from the coarse clock: never in the past
 			}
 		}
 		err := c.fill()
@@ -838,6 +841,9 @@ func (c *Client) handle() bool {
 			}
 			return false
 		}
+		if typ == mqttwire.DISCONNECT {
+			return false // [MQTT-3.14.4-1]: nothing after it is the client's
+		}
 	}
 	if c.partial.Load() {
 		c.partial.Store(false)
@@ -865,6 +871,9 @@ func (c *Client) packet(typ, flags byte, body []byte) error {
 		}
 		return c.Write(mqttwire.AppendAck(out[:0], mqttwire.PUBCOMP, id, code, "", v5))
 	case mqttwire.PINGREQ:
+		if len(body) != 0 { // MQTT 3.1.1 §3.12, MQTT 5 §3.12: no variable header, no payload
+			return &mqttwire.Error{Code: mqttwire.MalformedPacket, Msg: "PINGREQ with a Remaining Length of " + strconv.Itoa(len(body))}
+		}
 		return c.Write(mqttwire.AppendPingresp(out[:0]))
 	case mqttwire.SUBSCRIBE:
 		// Ingest only: nobody may subscribe (the sink is the consumer).
@@ -914,7 +923,7 @@ func (c *Client) publish(flags byte, body []byte) error {
 				return &mqttwire.Error{Code: mqttwire.TopicAliasInvalid, Msg: "topic alias above the maximum [MQTT-3.3.2-9]"}
 			}
 			if c.aliases == nil {
-				c.aliases = make([][]byte, c.aliasMax+1)
+				c.aliases = make([][]byte, int(c.aliasMax)+1) // int: 65,535+1 wraps in uint16
 			}
 			switch {
 			case len(pk.Topic) > 0:
