@@ -11,7 +11,7 @@ import (
 type nopHandler struct{}
 
 func (nopHandler) Connect(*Client, *mqttwire.Connect) (byte, string) { return 0, "" }
-func (nopHandler) Established(*Client)                                {}
+func (nopHandler) Established(*Client)                               {}
 func (nopHandler) Publish(*Client, *mqttwire.Publish) (byte, string, bool) {
 	return 0, "", false
 }
