@@ -74,18 +74,3 @@ func TestConnectMQTT31Refused(t *testing.T) {
 	assert.Equal(t, mqttwire.CONNACK, got[0].typ)
 	assert.Equal(t, []byte{0, mqttwire.ConnRefusedProtocolVersion}, got[0].body)
 }
-
-// An MQTT 3.1.1 client has no receive maximum, but each open QoS 2
-// exchange is state the server keeps: it is held to the server's, and the
-// connection ends beyond it.
-func TestQoS2ReceiveMaximum311(t *testing.T) {
-	h := newRecorder()
-	hs := serve(t, h, withConfig(func(c *ingest.Config) { c.ReceiveMaximum = 2 }))
-	rc, _ := hs.dialConnected(t, 4, "rm311")
-	for id := uint16(1); id <= 2; id++ {
-		rc.send(publishPkt(false, 2, id, "t", "x"))
-		assert.Equal(t, mqttwire.PUBREC, rc.read().typ)
-	}
-	rc.send(publishPkt(false, 2, 3, "t", "x"))
-	assert.Empty(t, rc.expectClosed())
-}

@@ -137,16 +137,26 @@ func TestPubrelUnknown(t *testing.T) {
 
 // MQTT 5 §3.3.4: more unfinished QoS 2 exchanges than the Receive Maximum
 // the CONNACK announced end the connection with DISCONNECT 0x93.
+//
+// An MQTT 3.1.1 client has no receive maximum, but each open QoS 2 exchange
+// is state the server keeps: it is held to the server's, and the connection
+// ends beyond it.
 func TestQoS2ReceiveMaximum(t *testing.T) {
-	h := newRecorder()
-	hs := serve(t, h, withConfig(func(c *ingest.Config) { c.ReceiveMaximum = 2 }))
-	rc, _ := hs.dialConnected(t, 5, "rm")
-	for id := uint16(1); id <= 2; id++ {
-		rc.send(publishPkt(true, 2, id, "t", "x"))
-		assert.Equal(t, mqttwire.PUBREC, rc.read().typ)
-	}
-	rc.send(publishPkt(true, 2, 3, "t", "x"))
-	rc.expectDisconnect(mqttwire.ReceiveMaximumExceeded)
+	versions(t, func(t *testing.T, v byte, v5 bool) {
+		h := newRecorder()
+		hs := serve(t, h, withConfig(func(c *ingest.Config) { c.ReceiveMaximum = 2 }))
+		rc, _ := hs.dialConnected(t, v, "rm")
+		for id := uint16(1); id <= 2; id++ {
+			rc.send(publishPkt(v5, 2, id, "t", "x"))
+			assert.Equal(t, mqttwire.PUBREC, rc.read().typ)
+		}
+		rc.send(publishPkt(v5, 2, 3, "t", "x"))
+		if v5 {
+			rc.expectDisconnect(mqttwire.ReceiveMaximumExceeded)
+		} else {
+			assert.Empty(t, rc.expectClosed())
+		}
+	})
 }
 
 // MQTT 5 §3.3.2.3.4: a Topic Alias set with a topic stands for it in later
