@@ -211,8 +211,10 @@ func (s *Server) Close() {
 		all = append(all, c)
 	}
 	s.mu.Unlock()
+	// Each on a goroutine of its own: a client that does not read may hold
+	// its DISCONNECT's write for up to WriteTimeout, and not the others'.
 	for _, c := range all {
-		c.Disconnect(mqttwire.ServerShuttingDown, "")
+		go c.Disconnect(mqttwire.ServerShuttingDown, "")
 	}
 	s.wg.Wait()
 	close(s.stop)
@@ -251,7 +253,10 @@ func (s *Server) forget(c *Client) {
 // MQTT 3.1.1 [MQTT-3.1.2-24], MQTT 5 [MQTT-3.1.2-22]).
 func (s *Server) sweep() {
 	defer s.bg.Done()
-	t := time.NewTicker(250 * time.Millisecond)
+	// Read deadlines are set from this clock: it must move well within
+	// IdleAfter, or a deadline set from it lies in the past, and a resumed
+	// connection parks at once, resumes at once, and so on.
+	t := time.NewTicker(min(250*time.Millisecond, max(s.cfg.IdleAfter/4, time.Millisecond)))
 	defer t.Stop()
 	var expired []*Client
 	for {
@@ -269,8 +274,13 @@ func (s *Server) sweep() {
 			}
 			s.mu.Unlock()
 			for _, c := range expired {
+				if !c.expiring.CompareAndSwap(false, true) {
+					continue // its DISCONNECT is being written
+				}
 				s.log.Debug("ingest: keep alive expired", "client_id", c.ID, "keep_alive", c.keepAlive, "partial_packet", c.partial.Load())
-				c.Disconnect(mqttwire.KeepAliveTimeout, "")
+				// Not on this goroutine: a write may wait up to WriteTimeout,
+				// and the clock it keeps must not stop meanwhile.
+				go c.Disconnect(mqttwire.KeepAliveTimeout, "")
 			}
 		}
 	}
@@ -322,6 +332,7 @@ type Client struct {
 	qos2        map[uint16]struct{} // PUBRECs written, PUBRELs awaited
 	lastRead    atomic.Int64        // when the last whole packet came (coarse clock)
 	partial     atomic.Bool         // the buffer holds the start of a packet
+	expiring    atomic.Bool         // the sweeper is disconnecting it
 	deadlineAt  int64               // when the read deadline was last moved (coarse clock)
 	wdeadlineAt int64               // when the write deadline was last moved (wmu)
 	fd          int                 // the socket, when the connection may be parked; -1 otherwise
@@ -737,7 +748,7 @@ func (c *Client) serve() {
 		if c.fd >= 0 {
 			if now := c.srv.now.Load(); now-c.deadlineAt > int64(idle)/4 {
 				c.deadlineAt = now
-				_ = c.Conn.SetReadDeadline(time.Unix(0, now).Add(idle))
+				_ = c.Conn.SetReadDeadline(time.Now().Add(idle)) // not from the coarse clock: never in the past
 			}
 		}
 		err := c.fill()
@@ -838,6 +849,9 @@ func (c *Client) handle() bool {
 			}
 			return false
 		}
+		if typ == mqttwire.DISCONNECT {
+			return false // [MQTT-3.14.4-1]: nothing after it is the client's
+		}
 	}
 	if c.partial.Load() {
 		c.partial.Store(false)
@@ -845,10 +859,13 @@ func (c *Client) handle() bool {
 	return !c.closed()
 }
 
+// pubPool holds the PUBLISH a connection hands its Handler, which is valid
+// only during the call.
+var pubPool = sync.Pool{New: func() any { return new(mqttwire.Publish) }}
+
 // packet handles one packet.
 func (c *Client) packet(typ, flags byte, body []byte) error {
 	v5 := c.V5()
-	var out [64]byte
 	switch typ {
 	case mqttwire.PUBLISH:
 		return c.publish(flags, body)
@@ -863,8 +880,13 @@ func (c *Client) packet(typ, flags byte, body []byte) error {
 		} else {
 			code = mqttwire.PacketIdentifierNotFound // MQTT 5 §4.3.3
 		}
+		var out [8]byte // here, not for every packet: Write makes it escape
 		return c.Write(mqttwire.AppendAck(out[:0], mqttwire.PUBCOMP, id, code, "", v5))
 	case mqttwire.PINGREQ:
+		if len(body) != 0 { // MQTT 3.1.1 §3.12, MQTT 5 §3.12: no variable header, no payload
+			return &mqttwire.Error{Code: mqttwire.MalformedPacket, Msg: "PINGREQ with a Remaining Length of " + strconv.Itoa(len(body))}
+		}
+		var out [2]byte
 		return c.Write(mqttwire.AppendPingresp(out[:0]))
 	case mqttwire.SUBSCRIBE:
 		// Ingest only: nobody may subscribe (the sink is the consumer).
@@ -901,8 +923,10 @@ func (c *Client) packet(typ, flags byte, body []byte) error {
 
 func (c *Client) publish(flags byte, body []byte) error {
 	v5 := c.V5()
-	pk, err := mqttwire.ParsePublish(flags, body, v5)
-	if err != nil {
+	pk := pubPool.Get().(*mqttwire.Publish) // the Handler interface makes it escape
+	defer pubPool.Put(pk)
+	var err error
+	if *pk, err = mqttwire.ParsePublish(flags, body, v5); err != nil {
 		return err
 	}
 	if v5 {
@@ -914,7 +938,7 @@ func (c *Client) publish(flags byte, body []byte) error {
 				return &mqttwire.Error{Code: mqttwire.TopicAliasInvalid, Msg: "topic alias above the maximum [MQTT-3.3.2-9]"}
 			}
 			if c.aliases == nil {
-				c.aliases = make([][]byte, c.aliasMax+1)
+				c.aliases = make([][]byte, int(c.aliasMax)+1) // int: 65,535+1 wraps in uint16
 			}
 			switch {
 			case len(pk.Topic) > 0:
@@ -943,7 +967,7 @@ func (c *Client) publish(flags byte, body []byte) error {
 			return &mqttwire.Error{Code: mqttwire.ReceiveMaximumExceeded, Msg: "more QoS 2 exchanges than the receive maximum"}
 		}
 	}
-	code, reason, send := c.srv.cfg.Handler.Publish(c, &pk)
+	code, reason, send := c.srv.cfg.Handler.Publish(c, pk)
 	if pk.QoS != 2 || !send || c.closed() {
 		return nil
 	}

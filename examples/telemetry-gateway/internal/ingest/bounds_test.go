@@ -1,0 +1,76 @@
+package ingest_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ingest"
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/mqttwire"
+)
+
+// The topics a connection keeps for its aliases are bounded: topic aliases
+// of up to a packet each would let one connection hold a megabyte. Setting
+// more than 4 KiB of them ends the connection with "quota exceeded"; setting
+// an alias again with a shorter topic frees the difference.
+func TestTopicAliasBytesBounded(t *testing.T) {
+	h := newRecorder()
+	hs := serve(t, h, withConfig(func(c *ingest.Config) { c.TopicAliasMaximum = 16 }))
+	rc, _ := hs.dialConnected(t, 5, "aliasbytes")
+	long := strings.Repeat("a", 3000)
+	rc.send(publishPkt(true, 0, 0, long, "v", aliasProp(1)...))
+	h.nextPublish(t)
+	rc.send(publishPkt(true, 0, 0, "short", "v", aliasProp(1)...)) // 3000 bytes freed
+	h.nextPublish(t)
+	rc.send(publishPkt(true, 0, 0, long, "v", aliasProp(2)...))
+	h.nextPublish(t)
+	rc.send(publishPkt(true, 0, 0, strings.Repeat("b", 2000), "v", aliasProp(3)...))
+	rc.expectDisconnect(mqttwire.QuotaExceeded)
+	h.noPublish(t)
+}
+
+// [MQTT-3.1.2-24] (3.1.1) and [MQTT-3.1.2-22] (5) speak of control
+// packets: the bytes of a packet that never completes do not keep a
+// connection alive, so a client cannot hold it and its buffer by trickling.
+func TestTricklingDoesNotKeepAlive(t *testing.T) {
+	h := newRecorder()
+	hs := serve(t, h)
+	rc := hs.dialRaw(t)
+	rc.connect(h, connect4("trickle", true, 1))
+	pkt := publishPkt(false, 0, 0, "t", strings.Repeat("x", 100))
+	start := time.Now()
+	closed := false
+	for i := 0; i < len(pkt)-1 && time.Since(start) < 10*time.Second; i++ {
+		if _, err := rc.tcp.Write(pkt[i : i+1]); err != nil {
+			closed = true
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // pacing the trickle, not synchronising
+	}
+	if !closed {
+		assert.Empty(t, rc.expectClosed())
+	}
+	assert.Less(t, time.Since(start), 5*time.Second, "closed at one and a half times the keep alive, not kept alive by the trickle")
+	e := h.nextDisconnected(t)
+	var de *ingest.DisconnectError
+	require.ErrorAs(t, e.err, &de)
+	assert.Equal(t, mqttwire.KeepAliveTimeout, de.Code)
+	h.noPublish(t)
+}
+
+// MQTT 3.1 (protocol level 3, "MQIsdp") is not served: CONNACK return code
+// 1, unacceptable protocol version (MQTT 3.1.1 §3.1.2.2), and the close.
+func TestConnectMQTT31Refused(t *testing.T) {
+	h := newRecorder()
+	hs := serve(t, h)
+	rc := hs.dialRaw(t)
+	body := []byte{0, 6, 'M', 'Q', 'I', 's', 'd', 'p', 3, 2, 0, 30, 0, 3, 'd', 'e', 'v'}
+	rc.send(append([]byte{mqttwire.CONNECT << 4, byte(len(body))}, body...))
+	got := rc.expectClosed()
+	require.Len(t, got, 1)
+	assert.Equal(t, mqttwire.CONNACK, got[0].typ)
+	assert.Equal(t, []byte{0, mqttwire.ConnRefusedProtocolVersion}, got[0].body)
+}
