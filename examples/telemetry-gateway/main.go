@@ -46,7 +46,7 @@ import (
 // idleGCPercent is the collector's target while the gateway takes no
 // readings, unless GOGC is set (gateway.Config.IdleGCPercent; README,
 // "Memory per device").
-const idleGCPercent = 50
+const idleGCPercent = 25
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -20,8 +20,10 @@
 // flight each (-messages in all); "devices" is -devices connections with one
 // reading in flight each, as devices that wait for each acknowledgement;
 // "idle" opens -idle TLS connections that send nothing after CONNECT and
-// reports what each costs the broker: resident memory (RSS) and, for the
-// gateway, Go heap in use and goroutine stacks. It raises RLIMIT_NOFILE and
+// reports what each costs the broker: resident memory (RSS), for the
+// gateway Go heap in use and goroutine stacks, and the broker's CPU time per
+// connection from the first handshake to the measurement (handshakes,
+// CONNECT and what the collector did meanwhile). It raises RLIMIT_NOFILE and
 // connects from distinct 127.1.x.y addresses.
 package main
 
@@ -263,13 +265,17 @@ func runThroughput(ctx context.Context, out io.Writer, c client, targets []targe
 }
 
 func runIdle(ctx context.Context, out io.Writer, c client, targets []target, dir string, rounds, n int) error {
-	type perConn struct{ rss, heap, stacks float64 }
+	type perConn struct{ rss, heap, stacks, cpu float64 }
 	res := map[string][]perConn{}
 	for r := range rounds {
 		for _, t := range order(targets, r) {
 			got, err := withProcess(t, dir, func(p *process) (perConn, error) {
 				time.Sleep(time.Second) // let start-up settle
 				before, err := p.memory()
+				if err != nil {
+					return perConn{}, err
+				}
+				cpu0, err := p.cpuTime()
 				if err != nil {
 					return perConn{}, err
 				}
@@ -283,8 +289,13 @@ func runIdle(ctx context.Context, out io.Writer, c client, targets []target, dir
 				if err != nil {
 					return perConn{}, err
 				}
+				cpu1, err := p.cpuTime()
+				if err != nil {
+					return perConn{}, err
+				}
 				f := float64(n)
-				return perConn{float64(after.rss-before.rss) / f, float64(after.heap-before.heap) / f, float64(after.stacks-before.stacks) / f}, nil
+				return perConn{float64(after.rss-before.rss) / f, float64(after.heap-before.heap) / f, float64(after.stacks-before.stacks) / f,
+					float64((cpu1 - cpu0).Microseconds()) / f}, nil
 			})
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.name, err)
@@ -292,7 +303,7 @@ func runIdle(ctx context.Context, out io.Writer, c client, targets []target, dir
 			res[t.name] = append(res[t.name], got)
 		}
 	}
-	fmt.Fprintf(out, "  %-18s %12s %12s %12s   %s\n", "broker", "RSS/conn", "heap/conn", "stacks/conn", "RSS/conn of each round")
+	fmt.Fprintf(out, "  %-18s %12s %12s %12s %10s   %s\n", "broker", "RSS/conn", "heap/conn", "stacks/conn", "CPU/conn", "RSS/conn of each round")
 	for _, t := range targets {
 		rs := res[t.name]
 		each := make([]string, len(rs))
@@ -304,7 +315,8 @@ func runIdle(ctx context.Context, out io.Writer, c client, targets []target, dir
 			heap = fmt.Sprintf("%.1f kB", median(rs, func(r perConn) float64 { return r.heap })/1000)
 			stacks = fmt.Sprintf("%.1f kB", median(rs, func(r perConn) float64 { return r.stacks })/1000)
 		}
-		fmt.Fprintf(out, "  %-18s %9.1f kB %12s %12s   %s\n", t.name, median(rs, func(r perConn) float64 { return r.rss })/1000, heap, stacks, strings.Join(each, " "))
+		fmt.Fprintf(out, "  %-18s %9.1f kB %12s %12s %8.0fµs   %s\n", t.name, median(rs, func(r perConn) float64 { return r.rss })/1000, heap, stacks,
+			median(rs, func(r perConn) float64 { return r.cpu }), strings.Join(each, " "))
 	}
 	return nil
 }

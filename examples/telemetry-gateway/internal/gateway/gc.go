@@ -17,7 +17,9 @@ import (
 // collector's CPU, which grows with what is allocated, that is with readings
 // per second, not with the devices held: at a few hundred readings a second
 // it is nothing; at a hundred thousand it was about 15% more CPU per reading
-// at GOGC 50 (README, "Memory per device"). So the target is raised as soon
+// at GOGC 50 (README, "Memory per device"); with no readings, a storm of
+// handshakes pays for it too (at 25, about a quarter more CPU per
+// connection). So the target is raised as soon
 // as busyPerTick readings arrive within a tick (one atomic add per reading),
 // and lowered after a tick with fewer.
 type gcTuner struct {
