@@ -337,6 +337,7 @@ type Client struct {
 	wdeadlineAt int64               // when the write deadline was last moved (wmu)
 	fd          int                 // the socket, when the connection may be parked; -1 otherwise
 	registered  bool                // fd is in the epoll set (armed or not)
+	noPark      bool                // the epoll set refused it: it keeps its goroutine (reader only)
 	buf         []byte
 	start, end  int
 
@@ -745,7 +746,7 @@ func (c *Client) serve() {
 			c.finish()
 			return
 		}
-		if c.fd >= 0 {
+		if c.parkable() {
 			if now := c.srv.now.Load(); now-c.deadlineAt > int64(idle)/4 {
 				c.deadlineAt = now
 				_ = c.Conn.SetReadDeadline(time.Now().Add(idle)) // not from the coarse clock: never in the past
@@ -755,7 +756,7 @@ func (c *Client) serve() {
 		if err == nil {
 			continue
 		}
-		if c.fd >= 0 && errors.Is(err, os.ErrDeadlineExceeded) && c.park() {
+		if c.parkable() && errors.Is(err, os.ErrDeadlineExceeded) && c.park() {
 			return
 		}
 		if c.closed() {
@@ -776,6 +777,9 @@ func (c *Client) serve() {
 	}
 }
 
+// parkable says whether the connection may wait in the epoll set.
+func (c *Client) parkable() bool { return c.fd >= 0 && !c.noPark }
+
 // park hands the idle connection to the epoll set; false when it is closed
 // (or cannot be registered: it then keeps reading).
 func (c *Client) park() bool {
@@ -788,7 +792,7 @@ func (c *Client) park() bool {
 	c.deadlineAt = 0
 	if err := c.srv.poll.add(c); err != nil {
 		c.srv.log.Debug("ingest: cannot park", "client_id", c.ID, "error", err)
-		c.fd = -1
+		c.noPark = true // fd stays: TryWrite reads it on other goroutines
 		_ = c.Conn.SetReadDeadline(time.Time{})
 		return false
 	}
