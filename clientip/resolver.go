@@ -329,6 +329,13 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (Reason, strin
 		return ReasonNoAddress, ""
 	}
 	pos := 0
+	if t.ProxyLocal {
+		// A trusted upstream's PROXY header named no client (LOCAL, or v1
+		// UNKNOWN): hop 1 is unknown, and what lies beyond it is the
+		// connection's own.
+		res.Hop = 1
+		return ReasonUnknownHop, ""
+	}
 
 	// Hop 1: the PROXY protocol source.
 	if pa := t.Proxy.Addr(); pa.IsValid() {
