@@ -331,10 +331,10 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (Reason, strin
 	pos := 0
 	if t.ProxyLocal {
 		// A trusted upstream's PROXY header named no client (LOCAL, or v1
-		// UNKNOWN): hop 1 is unknown, and what lies beyond it is the
-		// connection's own.
-		res.Hop = 1
-		return ReasonUnknownHop, ""
+		// UNKNOWN): the walk ends at the upstream, as for a request without
+		// a forwarding header, whatever header the connection's own bytes
+		// carry.
+		return r.exhausted(res, pos, cur, nil)
 	}
 
 	// Hop 1: the PROXY protocol source.

@@ -33,8 +33,10 @@ type Transport struct {
 	// v1 "PROXY UNKNOWN" (its own, or one it relayed from a client whose
 	// address it could not express). Nothing on such a connection was
 	// vouched for by a hop beyond Peer, and a layer 4 upstream writes no
-	// forwarding header, so a walk that trusts Peer stops there with
-	// [ErrUnknownHop] rather than read a header its client wrote. The
-	// proxyproto package sets it; false makes no claim.
+	// forwarding header, so a walk that trusts Peer ends there as for a
+	// request without a forwarding header ([ErrAllTrusted] with Result.Via
+	// Peer, which middleware's Rule.AdmitInternal can admit, as health checks
+	// need) rather than read a header its client wrote. The proxyproto
+	// package sets it; false makes no claim.
 	ProxyLocal bool
 }

@@ -23,38 +23,49 @@ import (
 // "203.0.113.66, <trusted proxy>" would otherwise make 203.0.113.66 the
 // client (the trusted entry stepped over, the forged one taken).
 func TestProxyHeaderWithoutClient(t *testing.T) {
+	// The load balancer (127.0.0.1) and an edge proxy range in front of it
+	// are trusted; X-Forwarded-For is read behind them.
+	store := mustStore(t, clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1, 198.51.100.0/24"), Header: "X-Forwarded-For"})
+	mw, err := New(Config{Trust: store})
+	require.NoError(t, err)
+	// A policy that admits internal callers from the load balancer, as its
+	// health checks need (middleware's doc).
+	policy, err := NewPolicy(PolicyConfig{Trust: store, Default: Rule{Allow: clientip.MustParsePrefixSet("127.0.0.1"), AdmitInternal: true}})
+	require.NoError(t, err)
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, _ := clientip.FromContext(r.Context())
+		io.WriteString(w, "client "+res.Client.String()+" via "+res.Via.String())
+	})
 	for _, version := range []uint8{1, 2} {
-		t.Run(map[uint8]string{1: "v1 UNKNOWN", 2: "v2 LOCAL"}[version], func(t *testing.T) {
-			// The load balancer (127.0.0.1) and an edge proxy range in front
-			// of it are trusted; X-Forwarded-For is read behind them.
-			store := mustStore(t, clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1, 198.51.100.0/24"), Header: "X-Forwarded-For"})
-			pl, err := proxyproto.NewListener(loopback(t), proxyproto.Config{Trust: store})
-			require.NoError(t, err)
-			mw, err := New(Config{Trust: store})
-			require.NoError(t, err)
-			srv := &http.Server{
-				ConnContext: proxyproto.ConnContext,
-				Handler: mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					res, _ := clientip.FromContext(r.Context())
-					io.WriteString(w, res.Client.String())
-				})),
-			}
-			go srv.Serve(pl)
-			t.Cleanup(func() { srv.Close() })
+		for _, h := range []struct {
+			name   string
+			h      http.Handler
+			status int
+		}{{"middleware", mw(echo), http.StatusBadRequest}, {"policy admitting internal callers", policy.Handler(echo), http.StatusOK}} {
+			t.Run(map[uint8]string{1: "v1 UNKNOWN", 2: "v2 LOCAL"}[version]+", "+h.name, func(t *testing.T) {
+				pl, err := proxyproto.NewListener(loopback(t), proxyproto.Config{Trust: store})
+				require.NoError(t, err)
+				srv := &http.Server{ConnContext: proxyproto.ConnContext, Handler: h.h}
+				go srv.Serve(pl)
+				t.Cleanup(func() { srv.Close() })
 
-			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}}
-			c, err := proxyproto.DialContext(t.Context(), d, "tcp", pl.Addr().String(), proxyproto.Header{Version: version, Command: proxyproto.CommandLocal})
-			require.NoError(t, err)
-			t.Cleanup(func() { c.Close() })
-			_, err = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.66, 198.51.100.7\r\n\r\n")
-			require.NoError(t, err)
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			require.NoError(t, err)
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			require.NoError(t, err)
-			assert.NotEqual(t, "203.0.113.66", string(body), "the forged X-Forwarded-For entry was taken for the client")
-			assert.NotEqual(t, http.StatusOK, resp.StatusCode, "want the request refused (the chain names no client), got %d %s", resp.StatusCode, body)
-		})
+				d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}}
+				c, err := proxyproto.DialContext(t.Context(), d, "tcp", pl.Addr().String(), proxyproto.Header{Version: version, Command: proxyproto.CommandLocal})
+				require.NoError(t, err)
+				t.Cleanup(func() { c.Close() })
+				_, err = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.66, 198.51.100.7\r\n\r\n")
+				require.NoError(t, err)
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				body, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				assert.NotContains(t, string(body), "203.0.113.66", "the forged X-Forwarded-For entry was taken for the client")
+				require.Equal(t, h.status, resp.StatusCode, "%s", body)
+				if h.status == http.StatusOK {
+					assert.Contains(t, string(body), "client invalid IP", "an internal caller, judged as the load balancer: no client")
+				}
+			})
+		}
 	}
 }

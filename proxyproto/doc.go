@@ -166,8 +166,9 @@
 // and TLVs are discarded unread, so nothing a health check sends is ever
 // exposed as a fact. Such a header names no client, and
 // [Facts.Transport] says so (clientip.Transport.ProxyLocal): clientip then
-// answers ErrUnknownHop for a connection from a trusted upstream rather than
-// step over it into a forwarding header, which a layer 4 load balancer never
+// ends the walk at a trusted upstream (ErrAllTrusted, the upstream in
+// Result.Via: an internal caller, as its health checks are) rather than step
+// over it into a forwarding header, which a layer 4 load balancer never
 // writes (HAProxy send-proxy and nginx proxy_protocol send v1 UNKNOWN for
 // the connections they relay from clients on other address families, such as
 // Unix sockets, not only for health checks).
