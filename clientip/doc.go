@@ -137,7 +137,11 @@
 // over, in [ChainError].Hop and [Result].Hop:
 //
 //   - The socket peer: ErrNoAddress (a Unix socket that is not trusted) or
-//     ErrUnspecified. The PROXY source: ErrUnspecified.
+//     ErrUnspecified. The PROXY source: ErrUnspecified. When a trusted
+//     peer's PROXY header named no client ([Transport].ProxyLocal: v2 LOCAL,
+//     v1 UNKNOWN), the walk ends at the peer as if no forwarding header had
+//     come (ErrAllTrusted, below), whatever header follows: a layer 4 load
+//     balancer writes none, so it is the client's.
 //   - The configured header, judged whole when the walk reaches it, at the
 //     position of its first hop: ErrHeaderTooLarge beyond MaxHeaderBytes; for
 //     Forwarded, ErrMalformed for a quoted string left open (no element

@@ -329,6 +329,13 @@ func (r *Resolver) walk(res *Result, t *Transport, h http.Header) (Reason, strin
 		return ReasonNoAddress, ""
 	}
 	pos := 0
+	if t.ProxyLocal {
+		// A trusted upstream's PROXY header named no client (LOCAL, or v1
+		// UNKNOWN): the walk ends at the upstream, as for a request without
+		// a forwarding header, whatever header the connection's own bytes
+		// carry.
+		return r.exhausted(res, pos, cur, nil)
+	}
 
 	// Hop 1: the PROXY protocol source.
 	if pa := t.Proxy.Addr(); pa.IsValid() {

@@ -688,6 +688,38 @@ func TestPeerUntrusted(t *testing.T) {
 	assert.Equal(t, netip.MustParseAddr("6.6.6.6"), res.Client, "without the flag the trusted peer is stepped over")
 }
 
+// TestProxyLocal: a PROXY header that names no client (v2 LOCAL, v1
+// "PROXY UNKNOWN"; Transport.ProxyLocal) from a trusted peer ends the walk
+// at the peer as if no forwarding header had come (ErrAllTrusted, Via the
+// peer): a layer 4 load balancer writes none, so a forged
+// "203.0.113.66, 10.0.0.7" would otherwise make 203.0.113.66 the client.
+// From an untrusted peer the peer is the client, as always; Explain tells
+// the same.
+func TestProxyLocal(t *testing.T) {
+	r := MustNew(Config{TrustedProxies: MustParsePrefixSet("10.0.0.0/8"), Header: "X-Forwarded-For"})
+	h := http.Header{"X-Forwarded-For": {"203.0.113.66, 10.0.0.7"}}
+	lb := Transport{Peer: netip.MustParseAddrPort("10.0.0.1:4431"), ProxyLocal: true}
+
+	res, err := r.Resolve(lb, h)
+	require.ErrorIs(t, err, ErrAllTrusted)
+	assert.False(t, res.Client.IsValid(), "a client from behind a header that names none: %v", res.Client)
+	assert.Equal(t, 0, res.Hop)
+	assert.Empty(t, res.Header, "the header was not read")
+	assert.Equal(t, netip.MustParseAddr("10.0.0.1"), res.Via)
+	assert.Equal(t, lb.Peer, res.Peer)
+	x := r.Explain(lb, h)
+	assert.Equal(t, err, x.Err, "Explain's verdict")
+	assert.Equal(t, res, x.Result)
+
+	noHeader, err := r.Resolve(lb, nil)
+	assert.ErrorIs(t, err, ErrAllTrusted, "a health check without a header")
+	assert.Equal(t, res, noHeader, "with the forged header as without one")
+
+	res, err = r.Resolve(Transport{Peer: netip.MustParseAddrPort("192.0.2.5:1"), ProxyLocal: true}, h)
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddr("192.0.2.5"), res.Client, "an untrusted peer is the client")
+}
+
 // Trusted IPv6 hops read by the backward reader are judged against the
 // trusted set below its first byte too (walkXFF's IPv6 lookup on the
 // address's halves), and an IPv4-mapped entry in hex as its IPv4 address.

@@ -27,4 +27,16 @@ type Transport struct {
 	// turns what its client wrote into a trusted proxy's report. The proxyproto
 	// package sets it; false makes no claim.
 	PeerUntrusted bool
+
+	// ProxyLocal reports that Peer sent a PROXY header that names no client:
+	// a v2 LOCAL command (the upstream's own connection, a health check) or
+	// v1 "PROXY UNKNOWN" (its own, or one it relayed from a client whose
+	// address it could not express). Nothing on such a connection was
+	// vouched for by a hop beyond Peer, and a layer 4 upstream writes no
+	// forwarding header, so a walk that trusts Peer ends there as for a
+	// request without a forwarding header ([ErrAllTrusted] with Result.Via
+	// Peer, which middleware's Rule.AdmitInternal can admit, as health checks
+	// need) rather than read a header its client wrote. The proxyproto
+	// package sets it; false makes no claim.
+	ProxyLocal bool
 }

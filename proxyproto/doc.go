@@ -164,7 +164,14 @@
 // are unmapped. A LOCAL header (v2 command LOCAL, or v1 UNKNOWN) is accepted
 // with the socket's own addresses, as section 2.2 requires; its address block
 // and TLVs are discarded unread, so nothing a health check sends is ever
-// exposed as a fact.
+// exposed as a fact. Such a header names no client, and
+// [Facts.Transport] says so (clientip.Transport.ProxyLocal): clientip then
+// ends the walk at a trusted upstream (ErrAllTrusted, the upstream in
+// Result.Via: an internal caller, as its health checks are) rather than step
+// over it into a forwarding header, which a layer 4 load balancer never
+// writes (HAProxy send-proxy and nginx proxy_protocol send v1 UNKNOWN for
+// the connections they relay from clients on other address families, such as
+// Unix sockets, not only for health checks).
 //
 // # Layers
 //

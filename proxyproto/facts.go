@@ -53,8 +53,11 @@ type Facts struct {
 // the load balancer as the socket layer. It does not allocate.
 func (f Facts) Transport() clientip.Transport {
 	t := clientip.Transport{Peer: f.Peer, PeerUntrusted: f.PeerUntrusted}
-	if f.Command == CommandProxy {
+	switch f.Command {
+	case CommandProxy:
 		t.Proxy = f.Source
+	case CommandLocal:
+		t.ProxyLocal = true
 	}
 	return t
 }

@@ -19,7 +19,7 @@ func TestFactsTransport(t *testing.T) {
 		want clientip.Transport
 	}{
 		{"PROXY command: both layers", Facts{Peer: peer, Version: 2, Command: CommandProxy, Source: src}, clientip.Transport{Peer: peer, Proxy: src}},
-		{"LOCAL command: socket only", Facts{Peer: peer, Version: 2, Command: CommandLocal}, clientip.Transport{Peer: peer}},
+		{"LOCAL command: socket only, and the header named no client", Facts{Peer: peer, Version: 2, Command: CommandLocal}, clientip.Transport{Peer: peer, ProxyLocal: true}},
 		{"no header: socket only", Facts{Peer: peer}, clientip.Transport{Peer: peer}},
 		{"Unix socket with header", Facts{Version: 1, Command: CommandProxy, Source: src}, clientip.Transport{Proxy: src}},
 	}
