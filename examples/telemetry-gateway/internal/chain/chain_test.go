@@ -38,6 +38,7 @@ func (h *hook) Publish(*ingest.Client, *mqttwire.Publish) (byte, string, bool) {
 func (h *hook) Disconnected(*ingest.Client, error) {}
 
 type fixture struct {
+	ln       *Listener
 	srv      *ingest.Server
 	close    func()
 	addr     string
@@ -63,6 +64,7 @@ func start(t *testing.T, hs, connect time.Duration) *fixture {
 		OnFailure: func(fl Failure) { f.failures <- fl },
 	})
 	require.NoError(t, err)
+	f.ln = l
 	f.srv, err = ingest.New(ingest.Config{Handler: &hook{infos: f.infos}})
 	require.NoError(t, err)
 	done := make(chan struct{})
@@ -77,6 +79,14 @@ func start(t *testing.T, hs, connect time.Duration) *fixture {
 	})
 	t.Cleanup(f.close)
 	return f
+}
+
+// held returns how many connections the listener has in its hands (in the
+// handshake, or waiting for CONNECT).
+func (f *fixture) held() int {
+	f.ln.mu.Lock()
+	defer f.ln.mu.Unlock()
+	return len(f.ln.conns)
 }
 
 // dial connects from src with a PROXY v2 header claiming client.
@@ -131,12 +141,11 @@ func TestConnectedConnectionCarriesEveryLayer(t *testing.T) {
 func TestSilentAfterProxyHeaderClosedAtHandshakeDeadline(t *testing.T) {
 	f := start(t, 300*time.Millisecond, time.Second)
 	c := f.dial(t, "203.0.113.7:5555")
-	start := time.Now()
 	fl := f.failure(t)
 	assert.Equal(t, StageTLS, fl.Stage, "failure %v", fl.LogValue())
-	assert.True(t, fl.Timeout, "failure %v", fl.LogValue())
+	assert.True(t, fl.Timeout, "failure %v: want the handshake deadline to have closed it", fl.LogValue())
+	assert.GreaterOrEqual(t, fl.Duration, 300*time.Millisecond, "closed before the deadline")
 	assert.Equal(t, netip.MustParseAddr("203.0.113.7"), fl.Info.Facts.Source.Addr(), "failure %v", fl.LogValue())
-	assert.LessOrEqual(t, time.Since(start), 2*time.Second, "closed after")
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	_, err := c.Read(make([]byte, 1))
 	assert.ErrorIs(t, err, io.EOF, "client read: closed by the gateway")
@@ -161,10 +170,9 @@ func TestNoConnectClosedAtDeadline(t *testing.T) {
 	require.NoError(t, tc.Handshake())
 	fl := f.failure(t)
 	assert.Equal(t, StageConnect, fl.Stage, "failure %v", fl.LogValue())
-	assert.True(t, fl.Timeout, "failure %v", fl.LogValue())
+	assert.True(t, fl.Timeout, "failure %v: want the CONNECT deadline to have closed it", fl.LogValue())
 	assert.Equal(t, "gateway.test", fl.Info.ServerName, "failure %v", fl.LogValue())
-	assert.GreaterOrEqual(t, fl.Duration, 300*time.Millisecond, "closed after, want about 300ms")
-	assert.LessOrEqual(t, fl.Duration, 2*time.Second, "closed after, want about 300ms")
+	assert.GreaterOrEqual(t, fl.Duration, 300*time.Millisecond, "closed before the deadline")
 }
 
 func TestCloseWithHalfOpenConnections(t *testing.T) {
@@ -173,7 +181,8 @@ func TestCloseWithHalfOpenConnections(t *testing.T) {
 	c := f.dial(t, "203.0.113.11:5555")
 	tc := tls.Client(c, &tls.Config{RootCAs: f.ca.Pool(), ServerName: "gateway.test"})
 	require.NoError(t, tc.Handshake()) // waiting for CONNECT
-	time.Sleep(50 * time.Millisecond)  // let the first connection's handshake start
+	require.Eventually(t, func() bool { return f.held() == 2 }, 5*time.Second, time.Millisecond,
+		"both connections in the listener's hands")
 	done := make(chan struct{})
 	go func() { f.close(); close(done) }()
 	select {
