@@ -192,7 +192,10 @@ func (s *Server) register(c *Client) bool {
 	s.wg.Add(1)
 	s.mu.Unlock()
 	if old != nil {
-		old.Disconnect(mqttwire.SessionTakenOver, "another connection took the client id")
+		// Not on this goroutine: a client that does not read may hold the
+		// DISCONNECT's write for up to WriteTimeout, and the new connection
+		// waits for its CONNACK meanwhile.
+		go old.Disconnect(mqttwire.SessionTakenOver, "another connection took the client id")
 	}
 	return true
 }
