@@ -213,6 +213,11 @@ Flags:
 			}
 		}
 	})
+	for former, now := range formerNames {
+		if (set[former] || from[former] != "-"+former) && !set[now] && from[now] == "-"+now {
+			from[now] = from[former] // a bad value is named as the user spelt its flag
+		}
+	}
 	given := map[string]string{} // flag name -> its value, for the flags set by flag or variable
 	fs.VisitAll(func(f *flag.Flag) {
 		if set[f.Name] || from[f.Name] != "-"+f.Name {

@@ -135,6 +135,7 @@ func TestUsageErrors(t *testing.T) {
 		{"optional client certificates without a CA", []string{"-tls-client-auth", "optional"}, nil, "-tls-client-auth optional: needs -tls-client-ca"},
 		{"a CA for certificates never asked for", []string{"-tls-client-auth", "none", "-tls-client-ca", "ca.pem"}, nil, "-tls-client-auth none: contradicts -tls-client-ca"},
 		{"bad log level", []string{"-log-level", "loud"}, nil, `-log-level "loud": want debug, info, warn or error`},
+		{"bad MQTT log level, under the flag's former name", []string{"-mochi-log-level", "loud"}, nil, `-mochi-log-level "loud": want debug, info, warn, error or off`},
 		{"bad sink-min-free", []string{"-sink-min-free", "lots"}, nil, `invalid value "lots" for flag -sink-min-free`},
 		{"zero sink-max-devices", []string{"-sink-max-devices", "0"}, nil, "-sink-max-devices 0: want at least 1 device"},
 		{"kube health without a service", []string{"-kube-health-addr", ":10254"}, nil, `-kube-service "": want namespace/name`},

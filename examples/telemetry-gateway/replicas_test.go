@@ -56,7 +56,7 @@ type replica struct {
 	addr   string // MQTT
 	admin  string
 	exited chan struct{}
-	out    *lockedLog
+	out    *e2e.Output
 }
 
 func startReplica(t *testing.T, args ...string) *replica {
@@ -68,7 +68,7 @@ func startReplica(t *testing.T, args ...string) *replica {
 		ports[i] = l.Addr().String()
 		l.Close()
 	}
-	r := &replica{addr: ports[0], admin: ports[1], exited: make(chan struct{}), out: &lockedLog{}}
+	r := &replica{addr: ports[0], admin: ports[1], exited: make(chan struct{}), out: &e2e.Output{}}
 	r.cmd = exec.Command(os.Args[0], append([]string{"-mqtt-addr", r.addr, "-http-addr", "", "-admin-addr", r.admin,
 		"-log-level", "warn", "-mochi-log-level", "off", "-shutdown-timeout", "10s"}, args...)...)
 	r.cmd.Env = append(os.Environ(), execEnv+"=1")
@@ -428,25 +428,4 @@ func freeAddr(t *testing.T) string {
 	require.NoError(t, err)
 	defer l.Close()
 	return l.Addr().String()
-}
-
-// lockedLog collects a process's output.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() < 4<<20 {
-		l.b.Write(p)
-	}
-	return len(p), nil
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

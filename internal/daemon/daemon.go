@@ -58,7 +58,7 @@ type Config struct {
 // for concurrent use.
 type Process struct {
 	cmd    *exec.Cmd
-	log    lockedBuffer
+	log    Output
 	exited chan struct{}
 	stop   sync.Once
 }
@@ -186,20 +186,29 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 // Log returns what the program has printed on its standard output and error.
 func (p *Process) Log() string { return p.log.String() }
 
-// lockedBuffer is a bytes.Buffer that the program's output goroutine
-// writes to while others read it.
-type lockedBuffer struct {
+// Output collects what a program prints, written by its output goroutine
+// while others read it: the first 4 MiB, so that a chatty program cannot
+// take a test's memory. Its zero value is ready to use.
+type Output struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+// maxOutput is how much of a program's output an Output keeps.
+const maxOutput = 4 << 20
+
+// Write keeps p while the Output holds less than 4 MiB; it never fails.
+func (b *Output) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	if b.buf.Len() < maxOutput {
+		b.buf.Write(p)
+	}
+	return len(p), nil
 }
 
-func (b *lockedBuffer) String() string {
+// String returns what was kept.
+func (b *Output) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

@@ -16,7 +16,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sourceip/sourceip/internal/daemon"
 )
+
+// Output collects a program's output for a test (the first 4 MiB), written
+// by one goroutine while others read it.
+type Output = daemon.Output
 
 // Required reports whether end-to-end tests must run (SOURCEIP_E2E=require).
 func Required() bool { return os.Getenv("SOURCEIP_E2E") == "require" }

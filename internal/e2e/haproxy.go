@@ -29,7 +29,7 @@ func StartHAProxy(tb testing.TB, n int, config func(ports []int) string) []int {
 	tb.Helper()
 	bin := Require(tb, "haproxy")[0]
 	for attempt := 1; ; attempt++ {
-		ports := freePorts(tb, n)
+		ports := FreePorts(tb, n)
 		text := config(ports)
 		ctx, cancel := context.WithTimeout(context.Background(), haproxyReady)
 		p, err := haproxy.Start(ctx, haproxy.Config{Path: bin, Text: text})
@@ -52,9 +52,9 @@ func StartHAProxy(tb testing.TB, n int, config func(ports []int) string) []int {
 	}
 }
 
-// freePorts returns n distinct loopback TCP ports that were free a moment
+// FreePorts returns n distinct loopback TCP ports that were free a moment
 // ago (all are held open until each is chosen).
-func freePorts(tb testing.TB, n int) []int {
+func FreePorts(tb testing.TB, n int) []int {
 	tb.Helper()
 	ports := make([]int, n)
 	for i := range ports {

@@ -33,7 +33,7 @@ func StartNginx(tb testing.TB, n int, servers func(ports []int) string) []int {
 	bin := Require(tb, "nginx")[0]
 	dir := tb.TempDir()
 	for attempt := 1; ; attempt++ {
-		ports := freePorts(tb, n)
+		ports := FreePorts(tb, n)
 		conf := fmt.Sprintf(`daemon off;
 master_process off;
 pid %[1]s/nginx.pid;

@@ -54,7 +54,7 @@ func StartRedis(tb testing.TB, cfg RedisConfig) *Redis {
 		aof = "yes"
 	}
 	for attempt := 1; ; attempt++ {
-		port := freePorts(tb, 1)[0]
+		port := FreePorts(tb, 1)[0]
 		r := &Redis{tb: tb, dir: dir, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 		r.args = []string{bin,
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,

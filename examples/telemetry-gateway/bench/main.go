@@ -218,17 +218,11 @@ func order(targets []target, r int) []target {
 }
 
 func runThroughput(ctx context.Context, out io.Writer, c client, targets []target, dir string, rounds, conns, inflight, total int) error {
-	res := map[string][]throughput{}
-	for r := range rounds {
-		for _, t := range order(targets, r) {
-			got, err := withProcess(t, dir, func(p *process) (throughput, error) {
-				return c.publish(ctx, t, p, conns, inflight, total)
-			})
-			if err != nil {
-				return fmt.Errorf("%s: %w", t.name, err)
-			}
-			res[t.name] = append(res[t.name], got)
-		}
+	res, err := interleaved(targets, dir, rounds, func(t target, p *process) (throughput, error) {
+		return c.publish(ctx, t, p, conns, inflight, total)
+	})
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "  %-18s %12s %10s %10s %9s   %s\n", "broker", "msgs/s", "p50", "p99", "CPU/msg", "msgs/s of each round")
 	for _, t := range targets {
@@ -266,42 +260,36 @@ func runThroughput(ctx context.Context, out io.Writer, c client, targets []targe
 
 func runIdle(ctx context.Context, out io.Writer, c client, targets []target, dir string, rounds, n int) error {
 	type perConn struct{ rss, heap, stacks, cpu float64 }
-	res := map[string][]perConn{}
-	for r := range rounds {
-		for _, t := range order(targets, r) {
-			got, err := withProcess(t, dir, func(p *process) (perConn, error) {
-				time.Sleep(time.Second) // let start-up settle
-				before, err := p.memory()
-				if err != nil {
-					return perConn{}, err
-				}
-				cpu0, err := p.cpuTime()
-				if err != nil {
-					return perConn{}, err
-				}
-				cs, _, err := c.connect(ctx, t, p, n, 3600)
-				if err != nil {
-					return perConn{}, err
-				}
-				defer closeAll(cs)
-				time.Sleep(3 * time.Second) // handshakes done, buffers settled, a GC cycle or two
-				after, err := p.memory()
-				if err != nil {
-					return perConn{}, err
-				}
-				cpu1, err := p.cpuTime()
-				if err != nil {
-					return perConn{}, err
-				}
-				f := float64(n)
-				return perConn{float64(after.rss-before.rss) / f, float64(after.heap-before.heap) / f, float64(after.stacks-before.stacks) / f,
-					float64((cpu1 - cpu0).Microseconds()) / f}, nil
-			})
-			if err != nil {
-				return fmt.Errorf("%s: %w", t.name, err)
-			}
-			res[t.name] = append(res[t.name], got)
+	res, err := interleaved(targets, dir, rounds, func(t target, p *process) (perConn, error) {
+		time.Sleep(time.Second) // let start-up settle
+		before, err := p.memory()
+		if err != nil {
+			return perConn{}, err
 		}
+		cpu0, err := p.cpuTime()
+		if err != nil {
+			return perConn{}, err
+		}
+		cs, _, err := c.connect(ctx, t, p, n, 3600)
+		if err != nil {
+			return perConn{}, err
+		}
+		defer closeAll(cs)
+		time.Sleep(3 * time.Second) // handshakes done, buffers settled, a GC cycle or two
+		after, err := p.memory()
+		if err != nil {
+			return perConn{}, err
+		}
+		cpu1, err := p.cpuTime()
+		if err != nil {
+			return perConn{}, err
+		}
+		f := float64(n)
+		return perConn{float64(after.rss-before.rss) / f, float64(after.heap-before.heap) / f, float64(after.stacks-before.stacks) / f,
+			float64((cpu1 - cpu0).Microseconds()) / f}, nil
+	})
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "  %-18s %12s %12s %12s %10s   %s\n", "broker", "RSS/conn", "heap/conn", "stacks/conn", "CPU/conn", "RSS/conn of each round")
 	for _, t := range targets {
@@ -322,6 +310,23 @@ func runIdle(ctx context.Context, out io.Writer, c client, targets []target, dir
 }
 
 // withProcess starts t, runs f against it and stops it.
+// interleaved measures every target rounds times, each in a process of
+// its own, the order of the targets changing from round to round, and
+// returns each target's measurements by name, in round order.
+func interleaved[T any](targets []target, dir string, rounds int, measure func(target, *process) (T, error)) (map[string][]T, error) {
+	res := map[string][]T{}
+	for r := range rounds {
+		for _, t := range order(targets, r) {
+			got, err := withProcess(t, dir, func(p *process) (T, error) { return measure(t, p) })
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", t.name, err)
+			}
+			res[t.name] = append(res[t.name], got)
+		}
+	}
+	return res, nil
+}
+
 func withProcess[T any](t target, dir string, f func(*process) (T, error)) (T, error) {
 	var zero T
 	port, err := freePort()

@@ -111,15 +111,15 @@ func (a *ackQueue) tryFlush() bool {
 	var scratch [256]byte
 	a.mu.Lock()
 	n := 0
-	buf := scratch[:0]
-	for n < len(a.q) && a.q[n].ready && len(buf) < len(scratch)-64 {
-		if p := a.q[n]; p.send && !a.dead {
-			buf = a.cl.AppendAck(buf, mqttwire.PUBACK, p.id, p.code.code, p.code.reason)
-		}
+	for n < len(a.q) && a.q[n].ready {
 		n++
 	}
+	var buf []byte
+	if !a.dead {
+		buf = a.appendAcks(scratch[:0], a.q[:n])
+	}
 	a.mu.Unlock()
-	if len(buf) > len(scratch) { // a long reason string: the flush goroutine writes it
+	if len(buf) > len(scratch) { // many, or long reason strings: the flush goroutine writes them
 		return false
 	}
 	ok, err := a.cl.TryWrite(buf)
@@ -199,12 +199,18 @@ func (a *ackQueue) flush() {
 // write writes the PUBACKs of out together, in one write (one TLS record
 // instead of one per reading).
 func (a *ackQueue) write(buf []byte, out []*pendingAck) ([]byte, error) {
-	for _, p := range out {
+	buf = a.appendAcks(buf, out)
+	return buf, a.cl.Write(buf)
+}
+
+// appendAcks appends the PUBACKs of ps that are to be sent.
+func (a *ackQueue) appendAcks(buf []byte, ps []*pendingAck) []byte {
+	for _, p := range ps {
 		if p.send {
 			buf = a.cl.AppendAck(buf, mqttwire.PUBACK, p.id, p.code.code, p.code.reason)
 		}
 	}
-	return buf, a.cl.Write(buf)
+	return buf
 }
 
 // waitIdle returns once every entry has been answered and written (or

@@ -260,6 +260,7 @@ func (h *hook) Connect(cl *ingest.Client, _ *mqttwire.Connect) (byte, string) {
 	middleware.Log(ctx, g.log, "mqtt connection", c.Result, c.decision(), c.attrs()...) // WARN when masqueraded
 	g.met.connection(ctx, "accepted", middleware.OutcomeOf(c.ResolveErr).String())
 	g.notify(c)
+	cl.Value = h.newSession(cl, c) // Established records it
 	return 0, ""
 }
 
@@ -287,7 +288,13 @@ func connectionOf(cl *ingest.Client) Connection {
 // connection; a connection dropped between Connect and here never had one.
 // Publish only sees clients that got here.
 func (h *hook) Established(cl *ingest.Client) {
-	c := connectionOf(cl)
+	h.sessions.Store(cl, cl.Value.(*session))
+	h.g.met.clients.Add(context.Background(), 1)
+}
+
+// newSession is the session of a connection Connect accepted, c being what
+// Connect knew of it.
+func (h *hook) newSession(cl *ingest.Client, c Connection) *session {
 	s := &session{conn: c, prov: c.provenance(), start: time.Now(), acks: newAckQueue(cl, int(h.g.cfg.ReceiveMaximum))}
 	s.key = ratelimit.Key{Prefix: clientip.RateLimitKey(c.Result.Client)}
 	if c.Result.Masqueraded {
@@ -295,9 +302,7 @@ func (h *hook) Established(cl *ingest.Client) {
 		// per device identity under it, never the node as a whole.
 		s.key.Identity = cl.ID
 	}
-	cl.Value = s
-	h.sessions.Store(cl, s)
-	h.g.met.clients.Add(context.Background(), 1)
+	return s
 }
 
 // admit is the edge policy: with RequireProxy, no client that reached the

@@ -769,12 +769,7 @@ func (c *Client) serve() {
 		if errors.Is(err, io.EOF) {
 			err = errors.New("connection closed by the client without DISCONNECT")
 		}
-		var we *mqttwire.Error
-		if errors.As(err, &we) {
-			c.protocolError(we)
-		} else {
-			c.Close(err)
-		}
+		c.fail(err)
 		c.finish()
 		return
 	}
@@ -817,9 +812,15 @@ func (c *Client) resume() {
 	go c.serve()
 }
 
-// protocolError ends the connection for a packet it refused: an MQTT 5
-// client gets DISCONNECT with the reason code.
-func (c *Client) protocolError(we *mqttwire.Error) {
+// fail ends the connection for err: a packet the codec or the server
+// refused (*mqttwire.Error) gets an MQTT 5 client a DISCONNECT with its
+// reason code; anything else closes it without a word.
+func (c *Client) fail(err error) {
+	var we *mqttwire.Error
+	if !errors.As(err, &we) {
+		c.Close(err)
+		return
+	}
 	c.srv.stats.Protocol.Add(1)
 	c.srv.log.Debug("ingest: protocol error", "client_id", c.ID, "code", we.Code, "error", we.Msg)
 	c.Disconnect(we.Code, we.Msg)
@@ -831,12 +832,7 @@ func (c *Client) handle() bool {
 	for c.start < c.end {
 		typ, flags, body, n, err := mqttwire.Split(c.buf[c.start:c.end], c.srv.cfg.MaxPacketSize)
 		if err != nil {
-			var we *mqttwire.Error
-			if errors.As(err, &we) {
-				c.protocolError(we)
-			} else {
-				c.Close(err)
-			}
+			c.fail(err)
 			return false
 		}
 		if n == 0 {
@@ -848,12 +844,7 @@ func (c *Client) handle() bool {
 		c.start += n
 		c.touch()
 		if err := c.packet(typ, flags, body); err != nil {
-			var we *mqttwire.Error
-			if errors.As(err, &we) {
-				c.protocolError(we)
-			} else {
-				c.Close(err)
-			}
+			c.fail(err)
 			return false
 		}
 		if typ == mqttwire.DISCONNECT {

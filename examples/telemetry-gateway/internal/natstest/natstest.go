@@ -111,7 +111,7 @@ type Node struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	out    *lockedBuffer
+	out    *e2e.Output
 }
 
 // StartCluster starts n nodes (n ≥ 1; three for an R3 stream) routed to
@@ -122,7 +122,7 @@ type Node struct {
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
 	c := &Cluster{tb: tb, bin: Binary(tb)}
-	ports := freePorts(tb, 2*n)
+	ports := e2e.FreePorts(tb, 2*n)
 	var routes []string
 	for i := range n {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+i]))
@@ -182,7 +182,7 @@ func (nd *Node) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", nd.Port
 func (c *Cluster) Start(nd *Node) error {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	nd.out = &lockedBuffer{}
+	nd.out = &e2e.Output{}
 	nd.cmd = exec.Command(c.bin, "-c", nd.conf)
 	nd.cmd.Stdout, nd.cmd.Stderr = nd.out, nd.out
 	nd.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -254,38 +254,4 @@ func waitJetStream(url string, d time.Duration) error {
 		}
 	}
 	return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
-}
-
-func freePorts(tb testing.TB, n int) []int {
-	tb.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() < 1<<20 {
-		l.b.Write(p)
-	}
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
