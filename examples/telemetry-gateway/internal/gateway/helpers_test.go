@@ -53,6 +53,20 @@ func (l *logs) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// tail returns the last n bytes of the log (from the start of a line).
+func (l *logs) tail(n int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.raw.Bytes()
+	if len(b) > n {
+		b = b[len(b)-n:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return string(b)
+}
+
 // match reports whether line has every field of want (values compared as
 // strings; a want value ending in "*" is a prefix). A key "a.b" names field
 // b of group a, as slog's JSON handler nests groups such as the "clientip"
@@ -150,6 +164,9 @@ func start(t *testing.T, mutate func(*Config)) *env {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		assert.NoError(t, e.g.Shutdown(ctx, 0), "Shutdown")
+		if t.Failed() {
+			t.Logf("the gateway's log:\n%s", e.logs.tail(32<<10))
+		}
 	})
 	return e
 }

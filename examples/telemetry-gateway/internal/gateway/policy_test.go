@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
@@ -181,7 +182,11 @@ func TestAutopaho(t *testing.T) {
 				c.Close()
 				return nil, err
 			}
-			return tc, nil
+			// paho.golang's pinger writes its first PINGREQ at once, on its own
+			// goroutine; without the lock it can land between the buffers of
+			// a PUBLISH (eclipse-paho/paho.golang#81), and the gateway rightly
+			// refuses the garbled packet ("topic name truncated").
+			return packets.NewThreadSafeConn(tc), nil
 		},
 		ClientConfig: paho.ClientConfig{ClientID: "auto5"},
 	})
