@@ -459,8 +459,10 @@ func (h *hook) stored(cl *ingest.Client, s *session, p *pendingAck, rec *sink.Re
 		s.acks.answer(p, false, codeSuccess)
 		return
 	}
-	s.acks.answer(p, true, codeSuccess)
+	// Counted before the PUBACK can go out: whoever has the acknowledgement
+	// finds the reading in the metrics.
 	h.counted(cl, s, rec, res)
+	s.acks.answer(p, true, codeSuccess)
 }
 
 // counted counts a reading the store has.
