@@ -70,7 +70,7 @@ func startReplica(t *testing.T, args ...string) *replica {
 	}
 	r := &replica{addr: ports[0], admin: ports[1], exited: make(chan struct{}), out: &e2e.Output{}}
 	r.cmd = exec.Command(os.Args[0], append([]string{"-mqtt-addr", r.addr, "-http-addr", "", "-admin-addr", r.admin,
-		"-log-level", "warn", "-mochi-log-level", "off", "-shutdown-timeout", "10s"}, args...)...)
+		"-log-level", "warn", "-mqtt-log-level", "off", "-shutdown-timeout", "10s"}, args...)...)
 	r.cmd.Env = append(os.Environ(), execEnv+"=1")
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -23,10 +23,13 @@ import (
 // slow client, so the writes run on a goroutine started when the oldest entry
 // becomes writable and ending when none is: an idle connection has none.
 //
-// The queue also enforces the receive maximum (MQTT 5 §3.3.4): it holds at
-// most max entries, a MQTT 5 client that sends more is disconnected with
-// "receive maximum exceeded", and a MQTT 3.1.1 client, which has no such
-// limit, waits: nothing more is read from it, and TCP pushes back.
+// The queue also enforces the receive maximum (MQTT 5 §3.3.4): a MQTT 5
+// client whose entries and open QoS 2 exchanges (which the server holds)
+// would exceed max is disconnected with "receive maximum exceeded"; the
+// server counts the entries before a QoS 2 PUBLISH
+// (ingest.Client.SetUnacknowledged). A MQTT 3.1.1 client, which has no such
+// limit, waits while max entries do: nothing more is read from it, and TCP
+// pushes back.
 type ackQueue struct {
 	cl  *ingest.Client
 	max int
@@ -70,16 +73,15 @@ func (a *ackQueue) add(id uint16, v5 bool) (*pendingAck, error) {
 			return nil, nil
 		}
 	}
-	if len(a.q) >= a.max {
-		if v5 {
-			return nil, errReceiveMaximum
-		}
-		for len(a.q) >= a.max && !a.dead && !a.closing {
-			a.cond.Wait()
-		}
+	if v5 && len(a.q)+a.cl.OpenQoS2() >= a.max {
+		return nil, errReceiveMaximum
+	}
+	for len(a.q) >= a.max && !a.dead && !a.closing {
+		a.cond.Wait()
 	}
 	p := &pendingAck{id: id}
 	a.q = append(a.q, p)
+	a.cl.SetUnacknowledged(len(a.q))
 	return p, nil
 }
 
@@ -107,9 +109,15 @@ func (a *ackQueue) answer(p *pendingAck, send bool, c code) {
 // calling goroutine if the connection can take them without blocking
 // (ingest.Client.TryWrite). It returns true when it is done and flushing is
 // over, false when a flush goroutine is still needed (flushing stays set).
+//
+// The entries leave the queue under the same lock as their PUBACKs are
+// written: a client that has read a PUBACK and sends the next PUBLISH at
+// once must never find the acknowledged one still counted against its
+// receive maximum.
 func (a *ackQueue) tryFlush() bool {
 	var scratch [256]byte
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	n := 0
 	for n < len(a.q) && a.q[n].ready {
 		n++
@@ -118,21 +126,19 @@ func (a *ackQueue) tryFlush() bool {
 	if !a.dead {
 		buf = a.appendAcks(scratch[:0], a.q[:n])
 	}
-	a.mu.Unlock()
 	if len(buf) > len(scratch) { // many, or long reason strings: the flush goroutine writes them
 		return false
 	}
-	ok, err := a.cl.TryWrite(buf)
+	ok, err := a.cl.TryWrite(buf) // never blocks: it may hold the lock
 	if !ok {
 		return false
 	}
 	if err != nil {
-		a.drop() // the connection is gone; the device sends them again
+		a.dead = true // the connection is gone; the device sends them again
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	clear(a.q[:n])
 	a.q = a.q[n:]
+	a.cl.SetUnacknowledged(len(a.q))
 	a.cond.Broadcast()
 	if len(a.q) > 0 && a.q[0].ready {
 		return false
@@ -183,6 +189,7 @@ func (a *ackQueue) flush() {
 		out = append(out[:0], a.q[:n]...)
 		clear(a.q[:n])
 		a.q = a.q[n:]
+		a.cl.SetUnacknowledged(len(a.q))
 		dead := a.dead
 		a.cond.Broadcast()
 		a.mu.Unlock()

@@ -114,10 +114,10 @@ func TestAcksInPublishOrder(t *testing.T) {
 	}
 }
 
-// TestReceiveMaximum: mochi counts only the acknowledgements it writes
-// itself, so the gateway enforces the receive maximum it announces: a MQTT 5
-// client with more QoS 1 readings waiting is disconnected with 0x93
-// (MQTT 5 §3.3.4), as mochi would.
+// TestReceiveMaximum: the gateway holds QoS 1 readings until the store
+// answers, so it enforces the receive maximum it announces for them: a MQTT
+// 5 client with more QoS 1 readings waiting is disconnected with 0x93
+// (MQTT 5 §3.3.4).
 func TestReceiveMaximum(t *testing.T) {
 	e := start(t, func(c *Config) { c.Store, c.ReceiveMaximum = &reverseStore{n: 1000}, 4 })
 	tc, err := device.Dial(t.Context(), e.device("rm5", 5, 2, "127.0.0.42:4000"))
@@ -136,10 +136,51 @@ func TestReceiveMaximum(t *testing.T) {
 	assert.EqualValues(t, 0x93, code, "receive maximum exceeded")
 }
 
+// qos2Store answers QoS 2 readings at once and holds QoS 1 ones.
+type qos2Store struct{ reverseStore }
+
+func (q *qos2Store) Submit(ctx context.Context, rec *sink.Record, done func(sink.Result, error)) error {
+	if rec.QoS == 2 && done != nil {
+		go done(sink.Result{}, nil)
+		return nil
+	}
+	return q.reverseStore.Submit(ctx, rec, done)
+}
+
+// TestReceiveMaximumCountsQoS2: the receive maximum bounds QoS 1 and QoS 2
+// PUBLISHes together (MQTT 5 §3.3.4): with two QoS 2 exchanges open (PUBREC
+// received, no PUBREL sent), a receive maximum of 4 leaves room for two
+// QoS 1 readings, and a third gets the client disconnected with 0x93.
+func TestReceiveMaximumCountsQoS2(t *testing.T) {
+	e := start(t, func(c *Config) { c.Store, c.ReceiveMaximum = &qos2Store{reverseStore{n: 1000}}, 4 })
+	tc, err := device.Dial(t.Context(), e.device("rm25", 5, 2, "127.0.0.44:4000"))
+	require.NoError(t, err)
+	c, err := mqttload.Handshake(tc, "rm25", 5, 30)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, tc.SetReadDeadline(time.Now().Add(5*time.Second)))
+	for i := range 2 {
+		require.NoError(t, c.Write(c.AppendPublish(nil, "telemetry/rm25", uint16(i+1), 2, device.Reading("rm25", uint64(i), 20))))
+		id, code, err := c.ReadAck()
+		require.NoError(t, err)
+		assert.Equal(t, uint16(i+1), id)
+		assert.Zero(t, code, "PUBREC")
+	}
+	var buf []byte
+	for i := range 3 {
+		buf = c.AppendPublish(buf, "telemetry/rm25", uint16(i+3), 1, device.Reading("rm25", uint64(i+2), 20))
+	}
+	require.NoError(t, c.Write(buf))
+	_, code, err := c.ReadAck()
+	require.ErrorIs(t, err, mqttload.ErrProtocol, "no PUBACK before the DISCONNECT: the QoS 1 readings wait in the store")
+	assert.EqualValues(t, 0x93, code, "receive maximum exceeded")
+}
+
 // TestShutdownWithAFullQueue: a MQTT 3.1.1 client whose readings fill the
 // receive maximum waits in the read loop for room; at shutdown that wait ends
-// (the store may answer only after mochi has stopped every client, and mochi
-// waits for every read loop), and the gateway stops in time.
+// (the store may answer only after the server has stopped every client, and
+// the server waits for every reading goroutine), and the gateway stops in
+// time.
 func TestShutdownWithAFullQueue(t *testing.T) {
 	store := &reverseStore{n: 1000}
 	e := start(t, func(c *Config) { c.Store, c.ReceiveMaximum = store, 4 })

@@ -296,6 +296,7 @@ func (h *hook) Established(cl *ingest.Client) {
 // Connect knew of it.
 func (h *hook) newSession(cl *ingest.Client, c Connection) *session {
 	s := &session{conn: c, prov: c.provenance(), start: time.Now(), acks: newAckQueue(cl, int(h.g.cfg.ReceiveMaximum))}
+	s.prov.Precompute() // every reading of the connection carries it
 	s.key = ratelimit.Key{Prefix: clientip.RateLimitKey(c.Result.Client)}
 	if c.Result.Masqueraded {
 		// The node's address stands for every client it forwards: limit
@@ -458,8 +459,10 @@ func (h *hook) stored(cl *ingest.Client, s *session, p *pendingAck, rec *sink.Re
 		s.acks.answer(p, false, codeSuccess)
 		return
 	}
-	s.acks.answer(p, true, codeSuccess)
+	// Counted before the PUBACK can go out: whoever has the acknowledgement
+	// finds the reading in the metrics.
 	h.counted(cl, s, rec, res)
+	s.acks.answer(p, true, codeSuccess)
 }
 
 // counted counts a reading the store has.

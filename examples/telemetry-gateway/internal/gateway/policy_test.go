@@ -92,10 +92,11 @@ func TestRateLimit(t *testing.T) {
 	// when published one at a time.
 	assert.Equal(t, 10, ok, "sequential: all accepted (%d refused)", refused)
 	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "sequential: slowed to 20/s")
-	// mochi handles one connection's packets one at a time, so a single
-	// connection is only ever slowed down. Five devices behind the same
-	// address (one NAT) share the bucket: their waits add up past 60ms and
-	// some readings are refused.
+	// The MQTT server hands Publish one connection's packets one at a time
+	// on its reading goroutine, which sleeps out a reading's delay before it
+	// reads the next, so a single connection is only ever slowed down. Five
+	// devices behind the same address (one NAT) share the bucket: their
+	// waits add up past 60ms and some readings are refused.
 	errs := make(chan error, 50)
 	for d := range 5 {
 		id := fmt.Sprintf("nat%d", d)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/device"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,11 +28,14 @@ func sessionCount(e *env) int {
 }
 
 // TestSessionNotLeakedWhenConnackFails: an MQTT 5 CONNECT asking for a
-// Maximum Packet Size smaller than the CONNACK passes OnConnect, after which
-// mochi v2.7.9 fails to write the CONNACK and drops the connection without
-// calling OnDisconnect. No session may be left behind for it, and the
+// Maximum Packet Size smaller than the CONNACK passes the gateway's Connect
+// (the policy accepts it), after which the MQTT server finds the CONNACK too
+// large to send (MQTT 5 §3.1.2.11.4) and closes the connection without it,
+// calling neither Established nor Disconnected. No session may be left
+// behind for it (Connect only prepares one; Established records it), and the
 // clients gauge must come back to zero; an ordinary client still gets its
-// session while connected and loses it when it leaves.
+// session while connected and loses it when it leaves. The CONNECT is
+// paho.golang's.
 func TestSessionNotLeakedWhenConnackFails(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	e := start(t, func(c *Config) {
@@ -42,15 +45,12 @@ func TestSessionNotLeakedWhenConnackFails(t *testing.T) {
 	for i := range n {
 		c, err := tls.Dial("tcp", e.g.MQTTAddr(), &tls.Config{RootCAs: e.ca.Pool(), ServerName: "gateway.test"})
 		require.NoError(t, err)
-		pk := packets.Packet{
-			FixedHeader:     packets.FixedHeader{Type: packets.Connect},
-			ProtocolVersion: 5,
-			Connect: packets.ConnectParams{ProtocolName: []byte("MQTT"), Clean: true, Keepalive: 30,
-				ClientIdentifier: fmt.Sprintf("leak-%d", i)},
-			Properties: packets.Properties{MaximumPacketSize: 4},
-		}
+		maxPacket := uint32(4)
+		pk := &packets.Connect{ProtocolName: "MQTT", ProtocolVersion: 5, CleanStart: true, KeepAlive: 30,
+			ClientID: fmt.Sprintf("leak-%d", i), Properties: &packets.Properties{MaximumPacketSize: &maxPacket}}
 		var buf bytes.Buffer
-		require.NoError(t, pk.ConnectEncode(&buf))
+		_, err = pk.WriteTo(&buf)
+		require.NoError(t, err)
 		_, err = c.Write(buf.Bytes())
 		require.NoError(t, err)
 		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))

@@ -185,7 +185,12 @@ func serve(t testing.TB, h ingest.Handler, opts ...option) *harness {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	hs := &harness{srv: srv, ln: ln, addr: ln.Addr().String()}
-	hs.h, _ = h.(*recorder)
+	switch h := h.(type) {
+	case *recorder:
+		hs.h = h
+	case *holder:
+		hs.h = h.recorder
+	}
 	var serverTLS *tls.Config
 	if o.tls {
 		ca, err := pki.NewCA("ingest test CA")

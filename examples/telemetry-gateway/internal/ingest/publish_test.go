@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,6 +156,46 @@ func TestQoS2ReceiveMaximum(t *testing.T) {
 			rc.expectDisconnect(mqttwire.ReceiveMaximumExceeded)
 		} else {
 			assert.Empty(t, rc.expectClosed())
+		}
+	})
+}
+
+// holder is a recorder that holds every QoS 1 PUBLISH unacknowledged and
+// says so (Client.SetUnacknowledged), as a handler waiting for its store
+// does.
+type holder struct {
+	*recorder
+	held atomic.Int32
+}
+
+func (h *holder) Publish(c *ingest.Client, pk *mqttwire.Publish) (byte, string, bool) {
+	if pk.QoS != 1 {
+		return h.recorder.Publish(c, pk)
+	}
+	h.publishes <- published{client: c, topic: string(pk.Topic), payload: string(pk.Payload), qos: pk.QoS, id: pk.PacketID}
+	c.SetUnacknowledged(int(h.held.Add(1)))
+	return 0, "", false
+}
+
+// MQTT 5 §3.3.4: the receive maximum bounds QoS 1 and QoS 2 PUBLISHes
+// together: with one QoS 1 PUBLISH that the handler holds and one open QoS 2
+// exchange, a second QoS 2 PUBLISH exceeds a receive maximum of 2 (DISCONNECT
+// 0x93). An MQTT 3.1.1 client has no receive maximum: only its open QoS 2
+// exchanges count, so the same PUBLISH gets its PUBREC.
+func TestReceiveMaximumCountsQoS1AndQoS2(t *testing.T) {
+	versions(t, func(t *testing.T, v byte, v5 bool) {
+		h := &holder{recorder: newRecorder()}
+		hs := serve(t, h, withConfig(func(c *ingest.Config) { c.ReceiveMaximum = 2 }))
+		rc, _ := hs.dialConnected(t, v, "rm12")
+		rc.send(publishPkt(v5, 1, 1, "t", "held"))
+		assert.Equal(t, "held", h.nextPublish(t).payload)
+		rc.send(publishPkt(v5, 2, 2, "t", "x"))
+		assert.Equal(t, mqttwire.PUBREC, rc.read().typ, "one held and one open: within 2")
+		rc.send(publishPkt(v5, 2, 3, "t", "x"))
+		if v5 {
+			rc.expectDisconnect(mqttwire.ReceiveMaximumExceeded)
+		} else {
+			assert.Equal(t, mqttwire.PUBREC, rc.read().typ, "MQTT 3.1.1: two open QoS 2 exchanges, within 2")
 		}
 	})
 }

@@ -73,8 +73,13 @@ type Config struct {
 	// MaxPacketSize is the largest packet accepted (fixed header included),
 	// announced to MQTT 5 clients; a larger one ends the connection.
 	MaxPacketSize int
-	// ReceiveMaximum is announced to MQTT 5 clients. The server enforces it
-	// for QoS 2 exchanges; the handler for QoS 1 (it holds them).
+	// ReceiveMaximum is announced to MQTT 5 clients, and bounds the QoS 1
+	// and QoS 2 PUBLISHes a client has sent without their acknowledgement
+	// (MQTT 5 §3.3.4): the server counts its open QoS 2 exchanges and the
+	// QoS 1 PUBLISHes the handler says it holds (Client.SetUnacknowledged)
+	// before a QoS 2 one; the handler, which holds the QoS 1 ones, counts
+	// them and Client.OpenQoS2 before a QoS 1 one. An MQTT 3.1.1 client,
+	// which has no receive maximum, is held to it for QoS 2 exchanges alone.
 	ReceiveMaximum uint16
 	// TopicAliasMaximum is how many topic aliases an MQTT 5 client may set
 	// (0: none).
@@ -333,6 +338,7 @@ type Client struct {
 	aliases     [][]byte
 	aliasBytes  int                 // the topics held for aliases, at most maxAliasBytes
 	qos2        map[uint16]struct{} // PUBRECs written, PUBRELs awaited
+	unacked     atomic.Int32        // QoS 1 PUBLISHes the handler holds unacknowledged
 	lastRead    atomic.Int64        // when the last whole packet came (coarse clock)
 	partial     atomic.Bool         // the buffer holds the start of a packet
 	expiring    atomic.Bool         // the sweeper is disconnecting it
@@ -354,6 +360,17 @@ type Client struct {
 
 // V5 says whether the client speaks MQTT 5.
 func (c *Client) V5() bool { return c.Version == 5 }
+
+// SetUnacknowledged tells the server how many QoS 1 PUBLISHes of c the
+// handler holds without having written their PUBACK, so that a QoS 2
+// PUBLISH beyond the receive maximum counts them (Config.ReceiveMaximum).
+// Any goroutine may call it.
+func (c *Client) SetUnacknowledged(n int) { c.unacked.Store(int32(n)) }
+
+// OpenQoS2 returns how many QoS 2 exchanges of c are open: PUBREC written,
+// PUBREL not yet received. Call it from Handler.Publish only (the
+// connection's reading goroutine changes them).
+func (c *Client) OpenQoS2() int { return len(c.qos2) }
 
 func (c *Client) touch() { c.lastRead.Store(c.srv.now.Load()) }
 
@@ -959,10 +976,15 @@ func (c *Client) publish(flags byte, body []byte) error {
 			var out [8]byte
 			return c.Write(mqttwire.AppendAck(out[:0], mqttwire.PUBREC, pk.PacketID, 0, "", v5))
 		}
-		if len(c.qos2) >= int(c.srv.cfg.ReceiveMaximum) {
-			// MQTT 5 §3.3.4; an MQTT 3.1.1 client, which has no receive
-			// maximum, is held to it too: each exchange is state kept here.
-			return &mqttwire.Error{Code: mqttwire.ReceiveMaximumExceeded, Msg: "more QoS 2 exchanges than the receive maximum"}
+		open := len(c.qos2)
+		if v5 {
+			open += int(c.unacked.Load())
+		}
+		if open >= int(c.srv.cfg.ReceiveMaximum) {
+			// MQTT 5 §3.3.4: QoS 1 and QoS 2 together; an MQTT 3.1.1 client,
+			// which has no receive maximum, is held to it for QoS 2 alone:
+			// each exchange is state kept here.
+			return &mqttwire.Error{Code: mqttwire.ReceiveMaximumExceeded, Msg: "more unacknowledged QoS 1 and 2 PUBLISHes than the receive maximum"}
 		}
 	}
 	code, reason, send := c.srv.cfg.Handler.Publish(c, pk)

@@ -47,6 +47,9 @@ func (r *Record) AppendJSON(b []byte) ([]byte, error) {
 }
 
 func (p *Provenance) appendJSON(b []byte) []byte {
+	if p.enc != nil {
+		return append(b, p.enc...)
+	}
 	b = append(b, '{')
 	if p.Client != "" {
 		b = append(b, `"client":`...)

@@ -52,10 +52,36 @@ func TestAppendJSONIsMarshal(t *testing.T) {
 			got, err := tt.rec.AppendJSON(nil)
 			require.NoError(t, err)
 			assert.Equal(t, string(want), string(got))
+			pre := tt.rec
+			pre.Provenance.Precompute()
+			got, err = pre.AppendJSON(nil)
+			require.NoError(t, err)
+			assert.Equal(t, string(want), string(got), "with the provenance precomputed")
 		})
 	}
 	_, err := (&Record{Received: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}).AppendJSON(nil)
 	assert.Error(t, err, "a year json.Marshal refuses")
+}
+
+// TestPrecomputeFollowsChanges: a provenance changed after Precompute is
+// encoded as it was when Precompute last ran, and as it is once Precompute
+// runs again; a copy made before Precompute is encoded field by field.
+func TestPrecomputeFollowsChanges(t *testing.T) {
+	r := sampleRecord()
+	before := r
+	r.Provenance.Precompute()
+	r.Provenance.ClientID = "d4"
+	got, err := r.AppendJSON(nil)
+	require.NoError(t, err)
+	assert.Contains(t, string(got), `"client_id":"d3"`)
+	r.Provenance.Precompute()
+	got, err = r.AppendJSON(nil)
+	require.NoError(t, err)
+	assert.Contains(t, string(got), `"client_id":"d4"`)
+	before.Provenance.ClientID = "d5"
+	got, err = before.AppendJSON(nil)
+	require.NoError(t, err)
+	assert.Contains(t, string(got), `"client_id":"d5"`)
 }
 
 // FuzzAppendJSON compares the encoder with json.Marshal for any strings.
@@ -86,6 +112,15 @@ func BenchmarkEncode(b *testing.B) {
 	r := sampleRecord()
 	b.Run("AppendJSON", func(b *testing.B) {
 		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			buf, _ = r.AppendJSON(buf[:0])
+		}
+	})
+	b.Run("AppendJSON/precomputed", func(b *testing.B) {
+		b.ReportAllocs()
+		r := r
+		r.Provenance.Precompute()
 		var buf []byte
 		for b.Loop() {
 			buf, _ = r.AppendJSON(buf[:0])

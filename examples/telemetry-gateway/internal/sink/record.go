@@ -61,6 +61,18 @@ type Provenance struct {
 	// ClientID is the MQTT client identifier; Conn the gateway's connection id.
 	ClientID string `json:"client_id,omitempty"`
 	Conn     uint64 `json:"conn,omitempty"`
+
+	enc []byte // its JSON, from Precompute
+}
+
+// Precompute encodes p once, for a provenance many records share (every
+// reading of one connection has the same): the records then copy these
+// bytes instead of encoding every field again. Call it once p is complete;
+// it encodes the fields as they are now, so call it again after changing
+// one.
+func (p *Provenance) Precompute() {
+	p.enc = nil
+	p.enc = p.appendJSON(nil)
 }
 
 // Key returns the message id of device and seq, "device/seq".

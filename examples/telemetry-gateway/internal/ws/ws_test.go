@@ -239,9 +239,11 @@ func check(t *testing.T, f *fixture, c *websocket.Conn, resp *http.Response, err
 	}
 }
 
-// TestDeadlinesBesideWrites: a broker sets a connection's deadlines from
-// its read loop while another goroutine writes (mochi's keepalive beside
-// the gateway's acknowledgement queue); run with -race.
+// TestDeadlinesBesideWrites: a server sets a connection's deadlines on its
+// reading goroutine while another goroutine writes (the ingest server
+// clears the CONNECT deadline once it has written the CONNACK, while it may
+// already be writing a DISCONNECT on another goroutine: for an expired keep
+// alive, a client id taken over, or its own Close); run with -race.
 func TestDeadlinesBesideWrites(t *testing.T) {
 	f := listen(t, false, nil)
 	ws, _, err := f.dial(t, "/mqtt", nil, "")
