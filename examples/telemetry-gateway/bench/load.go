@@ -102,13 +102,18 @@ type throughput struct {
 	msgs     int
 	elapsed  time.Duration
 	p50, p99 time.Duration
-	cpu      time.Duration // the broker's CPU time (user and system) meanwhile
+	cpu      cpuTimes // the broker's CPU time meanwhile
 }
 
 func (r throughput) rate() float64 { return float64(r.msgs) / r.elapsed.Seconds() }
 
 // cpuPerMsg is the broker's CPU time per reading, in microseconds.
-func (r throughput) cpuPerMsg() float64 { return float64(r.cpu.Microseconds()) / float64(r.msgs) }
+func (r throughput) cpuPerMsg() float64 {
+	return float64(r.cpu.total().Microseconds()) / float64(r.msgs)
+}
+
+// sysPerMsg is the part of cpuPerMsg spent in the kernel.
+func (r throughput) sysPerMsg() float64 { return float64(r.cpu.sys.Microseconds()) / float64(r.msgs) }
 
 // publish sends total QoS 1 readings over conns connections with inflight
 // unacknowledged on each, and measures from the first PUBLISH to the last
@@ -143,7 +148,7 @@ func (c client) publish(ctx context.Context, t target, p *process, conns, inflig
 	}
 	all := slices.Concat(lats...)
 	slices.Sort(all)
-	return throughput{msgs: per * conns, elapsed: elapsed, p50: all[len(all)/2], p99: all[len(all)*99/100], cpu: cpu1 - cpu0}, nil
+	return throughput{msgs: per * conns, elapsed: elapsed, p50: all[len(all)/2], p99: all[len(all)*99/100], cpu: cpu1.sub(cpu0)}, nil
 }
 
 // idRing is how many packet ids a connection cycles through; it must exceed

@@ -51,8 +51,8 @@ func TestBenchSmall(t *testing.T) {
 		`(?m)^window: 2 connections x 4 in flight, 400 readings$`,
 		`(?m)^devices: 20 connections x 1 in flight, 200 readings$`,
 		`(?m)^idle: 50 TLS connections`,
-		`(?m)^  gateway +\d+ +[\d.]+[µm]?s +[\d.]+[µm]?s`,
-		`(?m)^  mosquitto +\d+ +[\d.]+[µm]?s +[\d.]+[µm]?s`,
+		`(?m)^  gateway +\d+ +[\d.]+[µm]?s +[\d.]+[µm]?s +[\d.]+µs +[\d.]+µs `,
+		`(?m)^  mosquitto +\d+ +[\d.]+[µm]?s +[\d.]+[µm]?s +[\d.]+µs +[\d.]+µs `,
 		`(?m)^  gateway +-?[\d.]+ kB +-?[\d.]+ kB +-?[\d.]+ kB`,
 	} {
 		assert.Regexp(t, regexp.MustCompile(want), out.String())

@@ -174,25 +174,34 @@ func (p *process) memory() (memory, error) {
 	return m, sc.Err()
 }
 
-// cpuTime returns the CPU time (user and system, every thread's) the process
-// has used, from /proc/PID/stat, in clock ticks of 10 ms.
-func (p *process) cpuTime() (time.Duration, error) {
+// cpuTimes is a process's CPU time so far: in its own code (user) and in the
+// kernel on its behalf (system), every thread's.
+type cpuTimes struct{ user, sys time.Duration }
+
+func (c cpuTimes) total() time.Duration { return c.user + c.sys }
+
+func (c cpuTimes) sub(d cpuTimes) cpuTimes { return cpuTimes{c.user - d.user, c.sys - d.sys} }
+
+// cpuTime returns the CPU time the process has used, from /proc/PID/stat, in
+// clock ticks of 10 ms.
+func (p *process) cpuTime() (cpuTimes, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
 	if err != nil {
-		return 0, err
+		return cpuTimes{}, err
 	}
 	// After "pid (comm) ": state is the first field, utime the 12th, stime the 13th.
 	i := strings.LastIndexByte(string(b), ')')
 	f := strings.Fields(string(b[i+1:]))
 	if i < 0 || len(f) < 13 {
-		return 0, fmt.Errorf("cannot read /proc/%d/stat", p.cmd.Process.Pid)
+		return cpuTimes{}, fmt.Errorf("cannot read /proc/%d/stat", p.cmd.Process.Pid)
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
+		return cpuTimes{}, err
 	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil // USER_HZ is 100 on Linux
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return cpuTimes{time.Duration(utime) * tick, time.Duration(stime) * tick}, nil
 }
 
 func freePort() (int, error) {
