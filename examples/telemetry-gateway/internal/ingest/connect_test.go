@@ -221,11 +221,7 @@ func TestSecondConnect(t *testing.T) {
 				rc.send(connect4("twice", true, 0))
 				assert.Empty(t, rc.expectClosed())
 			}
-			e := h.nextDisconnected(t)
-			assert.Same(t, c, e.client)
-			var de *ingest.DisconnectError
-			require.ErrorAs(t, e.err, &de)
-			assert.Equal(t, mqttwire.ProtocolError, de.Code)
+			h.expectEnded(t, c, mqttwire.ProtocolError)
 			assert.Equal(t, uint64(1), hs.srv.Stats().Protocol.Load())
 		})
 	}

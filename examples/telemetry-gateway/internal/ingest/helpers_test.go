@@ -14,6 +14,7 @@ import (
 	"time"
 
 	paho5 "github.com/eclipse/paho.golang/packets"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/ingest"
@@ -125,6 +126,19 @@ func (r *recorder) nextDisconnected(t *testing.T) ended {
 		require.FailNow(t, "Disconnected was not called")
 	}
 	return ended{}
+}
+
+// expectEnded requires the next Disconnected to be c's (any client's when c
+// is nil), the server having ended it with code.
+func (r *recorder) expectEnded(t *testing.T, c *ingest.Client, code byte) {
+	t.Helper()
+	e := r.nextDisconnected(t)
+	if c != nil {
+		assert.Same(t, c, e.client)
+	}
+	var de *ingest.DisconnectError
+	require.ErrorAs(t, e.err, &de)
+	assert.Equal(t, code, de.Code)
 }
 
 // noPublish checks that no PUBLISH reached the handler so far.

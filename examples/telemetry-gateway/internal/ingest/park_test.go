@@ -215,11 +215,7 @@ func TestKeepAliveExpiry(t *testing.T) {
 				// Not before one and a half times the Keep Alive, less the
 				// sweeper's 250 ms granularity.
 				assert.GreaterOrEqual(t, time.Since(start), 1250*time.Millisecond)
-				e := h.nextDisconnected(t)
-				assert.Same(t, c, e.client)
-				var de *ingest.DisconnectError
-				require.ErrorAs(t, e.err, &de)
-				assert.Equal(t, mqttwire.KeepAliveTimeout, de.Code)
+				h.expectEnded(t, c, mqttwire.KeepAliveTimeout)
 				hs.waitParked(t, 0)
 				assert.Equal(t, 1, h.endCount(c))
 			})

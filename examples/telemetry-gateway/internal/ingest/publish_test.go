@@ -242,11 +242,7 @@ func TestTopicAliasRefused(t *testing.T) {
 			rc.send(tc.pkt)
 			rc.expectDisconnect(tc.code)
 			h.noPublish(t)
-			e := h.nextDisconnected(t)
-			assert.Same(t, c, e.client)
-			var de *ingest.DisconnectError
-			require.ErrorAs(t, e.err, &de)
-			assert.Equal(t, tc.code, de.Code)
+			h.expectEnded(t, c, tc.code)
 		})
 	}
 }
@@ -380,11 +376,7 @@ func TestPacketTooLarge(t *testing.T) {
 			assert.Empty(t, rc.expectClosed())
 		}
 		h.noPublish(t)
-		e := h.nextDisconnected(t)
-		assert.Same(t, c, e.client)
-		var de *ingest.DisconnectError
-		require.ErrorAs(t, e.err, &de)
-		assert.Equal(t, mqttwire.PacketTooLarge, de.Code)
+		h.expectEnded(t, c, mqttwire.PacketTooLarge)
 	})
 }
 
@@ -493,11 +485,7 @@ func TestSessionTakeover(t *testing.T) {
 		} else {
 			assert.Empty(t, old.expectClosed())
 		}
-		e := h.nextDisconnected(t)
-		assert.Same(t, oldC, e.client)
-		var de *ingest.DisconnectError
-		require.ErrorAs(t, e.err, &de)
-		assert.Equal(t, mqttwire.SessionTakenOver, de.Code)
+		h.expectEnded(t, oldC, mqttwire.SessionTakenOver)
 		cur.send(publishPkt(v5, 0, 0, "t", "after"))
 		p := h.nextPublish(t)
 		assert.Same(t, curC, p.client)
