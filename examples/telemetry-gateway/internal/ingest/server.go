@@ -666,7 +666,10 @@ func (c *Client) connect() error {
 		c.finish()
 		return err
 	}
-	_ = c.Conn.SetDeadline(time.Time{})
+	// The read deadline the caller set for CONNECT goes; the write deadline
+	// stays: writeDeadline set it for the CONNACK and moves it only a
+	// quarter of WriteTimeout later.
+	_ = c.Conn.SetReadDeadline(time.Time{})
 	c.est = true
 	c.srv.cfg.Handler.Established(c)
 	return nil
