@@ -457,6 +457,31 @@ func TestClientDisconnect(t *testing.T) {
 	})
 }
 
+// MQTT 5 §3.14.2.2.2: with no Session Expiry Interval in CONNECT (0), a
+// DISCONNECT that sets one above 0 is a Protocol Error, not a valid
+// DISCONNECT: the server answers DISCONNECT 0x82 and Disconnected hears
+// it. A client whose CONNECT set one may change it on DISCONNECT (the
+// server keeps no session either way).
+func TestDisconnectSessionExpiryAfterZero(t *testing.T) {
+	disconnect := func(expiry uint32) []byte {
+		return encode5(t, &paho5.Disconnect{Properties: &paho5.Properties{SessionExpiryInterval: &expiry}})
+	}
+	h := newRecorder()
+	hs := serve(t, h)
+	rc, c := hs.dialConnected(t, 5, "zero")
+	rc.send(disconnect(60))
+	rc.expectDisconnect(mqttwire.ProtocolError)
+	h.expectEnded(t, c, mqttwire.ProtocolError)
+
+	rc = hs.dialRaw(t)
+	c, _ = rc.connect(h, connect5(t, &paho5.Connect{ClientID: "ten", CleanStart: true, Properties: &paho5.Properties{SessionExpiryInterval: ptr(uint32(10))}}))
+	rc.send(disconnect(60))
+	assert.Empty(t, rc.expectClosed())
+	e := h.nextDisconnected(t)
+	assert.Same(t, c, e.client)
+	assert.NoError(t, e.err)
+}
+
 // [MQTT-3.14.4-1]: nothing after DISCONNECT is handled, even when it came
 // in the same read.
 func TestNothingAfterDisconnect(t *testing.T) {

@@ -333,6 +333,7 @@ type Client struct {
 	srv         *Server
 	keepAlive   uint16
 	problems    bool   // the client wants reason strings (MQTT 5 Request Problem Information)
+	noExpiry    bool   // its CONNECT had no Session Expiry Interval above 0 (MQTT 5)
 	maxOut      uint32 // the client's Maximum Packet Size (0: none)
 	aliasMax    uint16
 	aliases     [][]byte
@@ -613,6 +614,7 @@ func (c *Client) connect() error {
 		return fmt.Errorf("CONNECT: MQTT 3.1 (protocol level %d) is not served", pk.Version)
 	}
 	c.keepAlive, c.problems, c.maxOut = pk.KeepAlive, pk.RequestProblemInfo, pk.MaxPacketSize
+	c.noExpiry = pk.SessionExpiry == 0
 	c.aliasMax = c.srv.cfg.TopicAliasMaximum
 	code, reason := byte(0), ""
 	props := &mqttwire.ConnackProps{
@@ -924,8 +926,14 @@ func (c *Client) packet(typ, flags byte, body []byte) error {
 		}
 		return c.Write(mqttwire.AppendUnsuback(make([]byte, 0, 8+n), id, n, mqttwire.NoSubscriptionExisted, v5))
 	case mqttwire.DISCONNECT:
-		if _, _, _, err := mqttwire.ParseDisconnect(body, v5); err != nil {
+		_, expiry, _, err := mqttwire.ParseDisconnect(body, v5)
+		if err != nil {
 			return err
+		}
+		if expiry > 0 && c.noExpiry {
+			// MQTT 5 §3.14.2.2.2: not a valid DISCONNECT; the server answers it
+			// with DISCONNECT 0x82.
+			return &mqttwire.Error{Code: mqttwire.ProtocolError, Msg: "DISCONNECT: session expiry interval above 0 after none in CONNECT (MQTT 5 §3.14.2.2.2)"}
 		}
 		c.Close(nil) // Disconnected hears nil: the client said goodbye
 		return nil
