@@ -340,6 +340,7 @@ type Client struct {
 	aliasBytes  int                 // the topics held for aliases, at most maxAliasBytes
 	qos2        map[uint16]struct{} // PUBRECs written, PUBRELs awaited
 	unacked     atomic.Int32        // QoS 1 PUBLISHes the handler holds unacknowledged
+	ended       atomic.Bool         // state is stateClosed (set under mu; read without it)
 	lastRead    atomic.Int64        // when the last whole packet came (coarse clock)
 	partial     atomic.Bool         // the buffer holds the start of a packet
 	expiring    atomic.Bool         // the sweeper is disconnecting it
@@ -448,11 +449,7 @@ func (c *Client) reasonFor(reason string, base int) string {
 // Closed says whether the connection has been closed.
 func (c *Client) Closed() bool { return c.closed() }
 
-func (c *Client) closed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.state == stateClosed
-}
+func (c *Client) closed() bool { return c.ended.Load() }
 
 // Disconnect ends the connection: an MQTT 5 client first gets a DISCONNECT
 // with code (and reason, when it wants reason strings). It may be called
@@ -478,6 +475,7 @@ func (c *Client) Close(err error) {
 	if c.err == nil {
 		c.err = err
 	}
+	c.ended.Store(true) // after err: whoever sees it closed reads err
 	if parked {
 		c.srv.poll.remove(c)
 	}
@@ -999,7 +997,12 @@ func (c *Client) publish(flags byte, body []byte) error {
 		}
 	}
 	code, reason, send := c.srv.cfg.Handler.Publish(c, pk)
-	if pk.QoS != 2 || !send || c.closed() {
+	if c.closed() {
+		// The handler ended the connection: nothing after this packet is
+		// handled (fail keeps the handler's reason).
+		return ErrClosed
+	}
+	if pk.QoS != 2 || !send {
 		return nil
 	}
 	if code < 0x80 {
