@@ -170,7 +170,6 @@ func (s *Server) Stats() *Stats { return &s.stats }
 // ended (nil once it was).
 func (s *Server) ServeConn(conn net.Conn, listener string, parkable bool) error {
 	c := &Client{srv: s, Conn: conn, Listener: listener, fd: -1}
-	c.touch()
 	if err := c.connect(); err != nil {
 		conn.Close()
 		return err
@@ -586,6 +585,7 @@ func (c *Client) connect() error {
 		}
 	}
 	_ = flags
+	c.touch() // Keep Alive counts from the CONNECT (3.1.1 [MQTT-3.1.2-24], 5 [MQTT-3.1.2-22]), not from the handover
 	pk, perr := mqttwire.ParseConnect(body)
 	c.Version = pk.Version
 	if perr != nil {
