@@ -348,6 +348,7 @@ type Client struct {
 	fd          int                 // the socket, when the connection may be parked; -1 otherwise
 	registered  bool                // fd is in the epoll set (armed or not)
 	noPark      bool                // the epoll set refused it: it keeps its goroutine (reader only)
+	said        bool                // a DISCONNECT was written: nothing more goes out (wmu)
 	buf         []byte
 	start, end  int
 
@@ -382,7 +383,7 @@ func (c *Client) Write(b []byte) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.closed() {
+	if c.said || c.closed() {
 		return ErrClosed
 	}
 	c.writeDeadline()
@@ -414,7 +415,7 @@ func (c *Client) TryWrite(b []byte) (ok bool, err error) {
 		return false, nil
 	}
 	defer c.wmu.Unlock()
-	if c.closed() {
+	if c.said || c.closed() {
 		return true, ErrClosed
 	}
 	if q, err := sendQueued(c.fd); err != nil || q > 0 {
@@ -456,7 +457,15 @@ func (c *Client) closed() bool { return c.ended.Load() }
 func (c *Client) Disconnect(code byte, reason string) {
 	if c.V5() && code != 0 {
 		var b [64]byte
-		_ = c.Write(mqttwire.AppendDisconnect(b[:0], code, c.reasonFor(reason, 4)))
+		// Written and marked under the write lock: a writer waiting for it
+		// must not follow the DISCONNECT before Close ([MQTT-3.14.4-1]).
+		c.wmu.Lock()
+		if !c.said && !c.closed() {
+			c.writeDeadline()
+			_, _ = c.Conn.Write(mqttwire.AppendDisconnect(b[:0], code, c.reasonFor(reason, 4)))
+			c.said = true
+		}
+		c.wmu.Unlock()
 	}
 	c.Close(disconnectError(code, reason))
 }
