@@ -52,6 +52,7 @@ func TestNothingAfterServerDisconnect(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	c, got := pipeClient(t, s)
+	c.acked = true
 	c.mu.Lock()
 	done := make(chan struct{})
 	go func() {
@@ -63,5 +64,21 @@ func TestNothingAfterServerDisconnect(t *testing.T) {
 	c.mu.Unlock()
 	<-done
 	assert.Empty(t, rest(got), "nothing after the DISCONNECT")
+	assert.True(t, c.Closed())
+}
+
+// MQTT 5 [MQTT-3.2.0-1]: the first packet the server sends is CONNACK. A
+// client is one of the server's from before its CONNACK is written, so a
+// takeover by a newer connection with its client id, or Server.Close, may
+// end it then: it is closed without a DISCONNECT (and its CONNACK is not
+// written after the close).
+func TestNoDisconnectBeforeConnack(t *testing.T) {
+	s, err := New(Config{Handler: nopHandler{}})
+	require.NoError(t, err)
+	defer s.Close()
+	c, got := pipeClient(t, s)
+	c.Disconnect(mqttwire.SessionTakenOver, "")
+	assert.ErrorIs(t, c.writeConnack(mqttwire.AppendConnack(nil, true, false, 0, nil)), ErrClosed)
+	assert.Empty(t, rest(got), "nothing before the CONNACK, nor the CONNACK after the close")
 	assert.True(t, c.Closed())
 }

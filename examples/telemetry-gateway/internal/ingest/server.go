@@ -349,6 +349,7 @@ type Client struct {
 	registered  bool                // fd is in the epoll set (armed or not)
 	noPark      bool                // the epoll set refused it: it keeps its goroutine (reader only)
 	said        bool                // a DISCONNECT was written: nothing more goes out (wmu)
+	acked       bool                // the CONNACK accepting it was written (wmu)
 	buf         []byte
 	start, end  int
 
@@ -459,8 +460,10 @@ func (c *Client) Disconnect(code byte, reason string) {
 		var b [64]byte
 		// Written and marked under the write lock: a writer waiting for it
 		// must not follow the DISCONNECT before Close ([MQTT-3.14.4-1]).
+		// Not before the CONNACK ([MQTT-3.2.0-1]): a takeover or Close may
+		// come between register and its write.
 		c.wmu.Lock()
-		if !c.said && !c.closed() {
+		if c.acked && !c.said && !c.closed() {
 			c.writeDeadline()
 			_, _ = c.Conn.Write(mqttwire.AppendDisconnect(b[:0], code, c.reasonFor(reason, 4)))
 			c.said = true
@@ -669,7 +672,7 @@ func (c *Client) connect() error {
 		c.release()
 		return ErrClosed
 	}
-	if err := c.writeRaw(ack); err != nil {
+	if err := c.writeConnack(ack); err != nil {
 		err = fmt.Errorf("CONNACK: %w", err)
 		c.Close(err)
 		c.finish()
@@ -698,6 +701,20 @@ func connRefused311(code byte) byte {
 		return mqttwire.ConnRefusedNotAuthorized
 	}
 	return mqttwire.ConnRefusedServerUnavailable
+}
+
+// writeConnack writes the CONNACK accepting c, unless c was ended since
+// it was registered.
+func (c *Client) writeConnack(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closed() {
+		return ErrClosed
+	}
+	c.writeDeadline()
+	_, err := c.Conn.Write(b)
+	c.acked = err == nil
+	return err
 }
 
 func (c *Client) writeRaw(b []byte) error {
