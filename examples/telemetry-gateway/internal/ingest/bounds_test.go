@@ -87,7 +87,7 @@ func TestConnectMQTT31Refused(t *testing.T) {
 func TestClientThatNeverReadsAfterConnack(t *testing.T) {
 	versions(t, func(t *testing.T, v byte, v5 bool) {
 		h := newRecorder()
-		srv, err := ingest.New(ingest.Config{Handler: h, WriteTimeout: 300 * time.Millisecond, IdleAfter: time.Minute})
+		srv, err := ingest.New(ingest.Config{Handler: h, WriteTimeout: time.Second, IdleAfter: time.Minute})
 		require.NoError(t, err)
 		cli, conn := net.Pipe()
 		t.Cleanup(func() {
