@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,19 @@ func (r *reverseStore) Healthy() error    { return nil }
 func (r *reverseStore) Stats() sink.Stats { return sink.Stats{} }
 func (r *reverseStore) Close() error      { return nil }
 
+// handshake connects device id over MQTT version through the load balancer
+// (PROXY v2 with source src) and returns its TLS connection and its MQTT
+// client, closed when the test ends.
+func handshake(t *testing.T, e *env, id string, version byte, src string) (net.Conn, *mqttload.Conn) {
+	t.Helper()
+	tc, err := device.Dial(t.Context(), e.device(id, version, 2, src))
+	require.NoError(t, err)
+	c, err := mqttload.Handshake(tc, id, version, 30)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return tc, c
+}
+
 // TestAcksInPublishOrder pins MQTT 3.1.1 §4.6 and MQTT 5 §4.6: PUBACKs go
 // out in the order of the PUBLISH packets, although the gateway writes them
 // itself once readings are durable and the store answers in any order. A
@@ -58,11 +72,7 @@ func TestAcksInPublishOrder(t *testing.T) {
 		t.Run(fmt.Sprintf("mqtt%d", version), func(t *testing.T) {
 			e := start(t, func(c *Config) { c.Store = &reverseStore{n: 8} })
 			id := fmt.Sprintf("order%d", version)
-			tc, err := device.Dial(t.Context(), e.device(id, version, 2, "127.0.0.41:4000"))
-			require.NoError(t, err)
-			c, err := mqttload.Handshake(tc, id, version, 30)
-			require.NoError(t, err)
-			defer c.Close()
+			tc, c := handshake(t, e, id, version, "127.0.0.41:4000")
 
 			var buf []byte
 			var want []uint16
@@ -120,11 +130,7 @@ func TestAcksInPublishOrder(t *testing.T) {
 // (MQTT 5 §3.3.4).
 func TestReceiveMaximum(t *testing.T) {
 	e := start(t, func(c *Config) { c.Store, c.ReceiveMaximum = &reverseStore{n: 1000}, 4 })
-	tc, err := device.Dial(t.Context(), e.device("rm5", 5, 2, "127.0.0.42:4000"))
-	require.NoError(t, err)
-	c, err := mqttload.Handshake(tc, "rm5", 5, 30)
-	require.NoError(t, err)
-	defer c.Close()
+	tc, c := handshake(t, e, "rm5", 5, "127.0.0.42:4000")
 	var buf []byte
 	for i := range 5 {
 		buf = c.AppendPublish(buf, "telemetry/rm5", uint16(i+1), 1, device.Reading("rm5", uint64(i), 20))
@@ -134,6 +140,35 @@ func TestReceiveMaximum(t *testing.T) {
 	_, code, err := c.ReadAck()
 	require.ErrorIs(t, err, mqttload.ErrProtocol, "no PUBACK before the DISCONNECT: nothing was answered")
 	assert.EqualValues(t, 0x93, code, "receive maximum exceeded")
+}
+
+// TestNothingStoredAfterReceiveMaximum: the readings that came after the
+// PUBLISH beyond the receive maximum, in the same write, are not stored: the
+// gateway ended the connection with 0x93 at that PUBLISH, and it is closed
+// (MQTT 5 [MQTT-3.14.4-2]).
+func TestNothingStoredAfterReceiveMaximum(t *testing.T) {
+	store := &reverseStore{n: 1000}
+	e := start(t, func(c *Config) { c.Store, c.ReceiveMaximum = store, 4 })
+	tc, c := handshake(t, e, "rm5late", 5, "127.0.0.42:4001")
+	var buf []byte
+	for i := range 8 { // QoS 1 up to the fifth, then QoS 0
+		qos := byte(1)
+		if i >= 5 {
+			qos = 0
+		}
+		buf = c.AppendPublish(buf, "telemetry/rm5late", uint16(i+1), qos, device.Reading("rm5late", uint64(i), 20))
+	}
+	require.NoError(t, c.Write(buf))
+	require.NoError(t, tc.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, code, err := c.ReadAck()
+	require.ErrorIs(t, err, mqttload.ErrProtocol)
+	assert.EqualValues(t, 0x93, code, "receive maximum exceeded")
+	require.Eventually(t, func() bool {
+		n := 0
+		e.g.hook.sessions.Range(func(any, any) bool { n++; return true })
+		return n == 0
+	}, 5*time.Second, time.Millisecond, "the session ended")
+	assert.EqualValues(t, 4, store.submitted.Load(), "the four readings within the maximum, nothing after")
 }
 
 // qos2Store answers QoS 2 readings at once and holds QoS 1 ones.
@@ -153,11 +188,7 @@ func (q *qos2Store) Submit(ctx context.Context, rec *sink.Record, done func(sink
 // QoS 1 readings, and a third gets the client disconnected with 0x93.
 func TestReceiveMaximumCountsQoS2(t *testing.T) {
 	e := start(t, func(c *Config) { c.Store, c.ReceiveMaximum = &qos2Store{reverseStore{n: 1000}}, 4 })
-	tc, err := device.Dial(t.Context(), e.device("rm25", 5, 2, "127.0.0.44:4000"))
-	require.NoError(t, err)
-	c, err := mqttload.Handshake(tc, "rm25", 5, 30)
-	require.NoError(t, err)
-	defer c.Close()
+	tc, c := handshake(t, e, "rm25", 5, "127.0.0.44:4000")
 	require.NoError(t, tc.SetReadDeadline(time.Now().Add(5*time.Second)))
 	for i := range 2 {
 		require.NoError(t, c.Write(c.AppendPublish(nil, "telemetry/rm25", uint16(i+1), 2, device.Reading("rm25", uint64(i), 20))))
@@ -184,11 +215,7 @@ func TestReceiveMaximumCountsQoS2(t *testing.T) {
 func TestShutdownWithAFullQueue(t *testing.T) {
 	store := &reverseStore{n: 1000}
 	e := start(t, func(c *Config) { c.Store, c.ReceiveMaximum = store, 4 })
-	tc, err := device.Dial(t.Context(), e.device("full3", 4, 2, "127.0.0.43:4000"))
-	require.NoError(t, err)
-	c, err := mqttload.Handshake(tc, "full3", 4, 30)
-	require.NoError(t, err)
-	defer c.Close()
+	_, c := handshake(t, e, "full3", 4, "127.0.0.43:4000")
 	var buf []byte
 	for i := range 6 {
 		buf = c.AppendPublish(buf, "telemetry/full3", uint16(i+1), 1, device.Reading("full3", uint64(i), 20))

@@ -1,9 +1,14 @@
 package ingest_test
 
 import (
+	"bufio"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	paho5 "github.com/eclipse/paho.golang/packets"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -71,4 +76,34 @@ func TestConnectMQTT31Refused(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, mqttwire.CONNACK, got[0].typ)
 	assert.Equal(t, []byte{0, mqttwire.ConnRefusedProtocolVersion}, got[0].body)
+}
+
+// A client that never reads holds a write of the server at most
+// WriteTimeout, from the first packet after the CONNACK on: the write then
+// fails and the connection ends (so does Server.Close, which would
+// otherwise wait for it). The server's end is one half of a net.Pipe, which
+// buffers nothing: the PINGRESP write blocks at once, within the quarter of
+// WriteTimeout in which the deadline set for the CONNACK is not moved.
+func TestClientThatNeverReadsAfterConnack(t *testing.T) {
+	versions(t, func(t *testing.T, v byte, v5 bool) {
+		h := newRecorder()
+		srv, err := ingest.New(ingest.Config{Handler: h, WriteTimeout: time.Second, IdleAfter: time.Minute})
+		require.NoError(t, err)
+		cli, conn := net.Pipe()
+		t.Cleanup(func() {
+			cli.Close() // first: with no write deadline, only this ends the server's write
+			srv.Close()
+		})
+		go func() { _ = srv.ServeConn(conn, "pipe", false) }()
+		rc := &rawConn{t: t, conn: cli, r: bufio.NewReader(cli)}
+		pkt := connect4("deaf", true, 0)
+		if v5 {
+			pkt = connect5(t, &paho5.Connect{ClientID: "deaf", CleanStart: true})
+		}
+		c, _ := rc.connect(h, pkt)
+		rc.send([]byte{mqttwire.PINGREQ << 4, 0}) // its PINGRESP is never read
+		e := h.nextDisconnected(t)
+		assert.Same(t, c, e.client)
+		require.ErrorIs(t, e.err, os.ErrDeadlineExceeded)
+	})
 }

@@ -204,6 +204,8 @@ func serve(t testing.TB, h ingest.Handler, opts ...option) *harness {
 		hs.h = h
 	case *holder:
 		hs.h = h.recorder
+	case ender:
+		hs.h = h.recorder
 	}
 	var serverTLS *tls.Config
 	if o.tls {

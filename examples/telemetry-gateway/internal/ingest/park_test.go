@@ -1,7 +1,9 @@
 package ingest_test
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -247,6 +249,27 @@ func TestKeepAliveKeptByPings(t *testing.T) {
 			assert.Empty(t, h.disconnected)
 		})
 	}
+}
+
+// [MQTT-3.1.2-24] (MQTT 5 [MQTT-3.1.2-22]): Keep Alive counts from the last
+// control packet the server received, CONNECT included, not from when the
+// connection was handed over: a CONNECT that comes later than one and a
+// half times its Keep Alive (within the caller's deadline for it) is not
+// taken for a silent client once its CONNACK is out.
+func TestKeepAliveCountsFromConnect(t *testing.T) {
+	h := newRecorder()
+	hs := serve(t, h)
+	rc := hs.dialRaw(t)
+	time.Sleep(2 * time.Second) // the condition under test: 1.5 s of Keep Alive 1 pass before CONNECT
+	c, _ := rc.connect(h, connect4("late", true, 1))
+	_ = rc.conn.SetReadDeadline(time.Now().Add(700 * time.Millisecond)) // within the Keep Alive
+	_, err := rc.r.ReadByte()
+	var ne net.Error
+	require.True(t, errors.As(err, &ne) && ne.Timeout(), "the server said nothing within the Keep Alive, got %v", err)
+	rc.send([]byte{mqttwire.PINGREQ << 4, 0})
+	assert.Equal(t, []byte{mqttwire.PINGRESP << 4, 0}, rc.read().raw)
+	assert.False(t, c.Closed())
+	assert.Empty(t, h.disconnected)
 }
 
 // [MQTT-3.1.4-3] for a parked connection: the takeover disconnects it from

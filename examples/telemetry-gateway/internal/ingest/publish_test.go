@@ -457,6 +457,65 @@ func TestClientDisconnect(t *testing.T) {
 	})
 }
 
+// MQTT 5 §3.14.2.2.2: with no Session Expiry Interval in CONNECT (0), a
+// DISCONNECT that sets one above 0 is a Protocol Error, not a valid
+// DISCONNECT: the server answers DISCONNECT 0x82 and Disconnected hears
+// it. A client whose CONNECT set one may change it on DISCONNECT (the
+// server keeps no session either way).
+func TestDisconnectSessionExpiryAfterZero(t *testing.T) {
+	disconnect := func(expiry uint32) []byte {
+		return encode5(t, &paho5.Disconnect{Properties: &paho5.Properties{SessionExpiryInterval: &expiry}})
+	}
+	h := newRecorder()
+	hs := serve(t, h)
+	rc, c := hs.dialConnected(t, 5, "zero")
+	rc.send(disconnect(60))
+	rc.expectDisconnect(mqttwire.ProtocolError)
+	h.expectEnded(t, c, mqttwire.ProtocolError)
+
+	rc = hs.dialRaw(t)
+	c, _ = rc.connect(h, connect5(t, &paho5.Connect{ClientID: "ten", CleanStart: true, Properties: &paho5.Properties{SessionExpiryInterval: ptr(uint32(10))}}))
+	rc.send(disconnect(60))
+	assert.Empty(t, rc.expectClosed())
+	e := h.nextDisconnected(t)
+	assert.Same(t, c, e.client)
+	assert.NoError(t, e.err)
+}
+
+// ender is a recorder that ends the connection from Publish when the topic
+// is "end", as a handler does for a client beyond the receive maximum or a
+// reading it cannot store.
+type ender struct{ *recorder }
+
+func (h ender) Publish(c *ingest.Client, pk *mqttwire.Publish) (byte, string, bool) {
+	if string(pk.Topic) == "end" {
+		h.publishes <- published{client: c, topic: string(pk.Topic)}
+		c.Disconnect(mqttwire.QuotaExceeded, "")
+		return 0, "", false
+	}
+	return h.recorder.Publish(c, pk)
+}
+
+// MQTT 5 [MQTT-3.14.4-2] and MQTT 3.1.1 §4.8: a connection the server has
+// ended is closed; the packets after the one whose handling ended it are
+// not handled, even when they came in the same read.
+func TestNothingAfterHandlerEnds(t *testing.T) {
+	versions(t, func(t *testing.T, v byte, v5 bool) {
+		h := ender{newRecorder()}
+		hs := serve(t, h)
+		rc, c := hs.dialConnected(t, v, "ended")
+		rc.send(append(publishPkt(v5, 0, 0, "end", "x"), publishPkt(v5, 0, 0, "late", "x")...))
+		assert.Equal(t, "end", h.nextPublish(t).topic)
+		if v5 {
+			rc.expectDisconnect(mqttwire.QuotaExceeded)
+		} else {
+			assert.Empty(t, rc.expectClosed())
+		}
+		h.expectEnded(t, c, mqttwire.QuotaExceeded)
+		h.noPublish(t)
+	})
+}
+
 // [MQTT-3.14.4-1]: nothing after DISCONNECT is handled, even when it came
 // in the same read.
 func TestNothingAfterDisconnect(t *testing.T) {

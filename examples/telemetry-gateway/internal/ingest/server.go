@@ -170,7 +170,6 @@ func (s *Server) Stats() *Stats { return &s.stats }
 // ended (nil once it was).
 func (s *Server) ServeConn(conn net.Conn, listener string, parkable bool) error {
 	c := &Client{srv: s, Conn: conn, Listener: listener, fd: -1}
-	c.touch()
 	if err := c.connect(); err != nil {
 		conn.Close()
 		return err
@@ -333,12 +332,14 @@ type Client struct {
 	srv         *Server
 	keepAlive   uint16
 	problems    bool   // the client wants reason strings (MQTT 5 Request Problem Information)
+	noExpiry    bool   // its CONNECT had no Session Expiry Interval above 0 (MQTT 5)
 	maxOut      uint32 // the client's Maximum Packet Size (0: none)
 	aliasMax    uint16
 	aliases     [][]byte
 	aliasBytes  int                 // the topics held for aliases, at most maxAliasBytes
 	qos2        map[uint16]struct{} // PUBRECs written, PUBRELs awaited
 	unacked     atomic.Int32        // QoS 1 PUBLISHes the handler holds unacknowledged
+	ended       atomic.Bool         // state is stateClosed (set under mu; read without it)
 	lastRead    atomic.Int64        // when the last whole packet came (coarse clock)
 	partial     atomic.Bool         // the buffer holds the start of a packet
 	expiring    atomic.Bool         // the sweeper is disconnecting it
@@ -347,6 +348,8 @@ type Client struct {
 	fd          int                 // the socket, when the connection may be parked; -1 otherwise
 	registered  bool                // fd is in the epoll set (armed or not)
 	noPark      bool                // the epoll set refused it: it keeps its goroutine (reader only)
+	said        bool                // a DISCONNECT was written: nothing more goes out (wmu)
+	acked       bool                // the CONNACK accepting it was written (wmu)
 	buf         []byte
 	start, end  int
 
@@ -381,7 +384,7 @@ func (c *Client) Write(b []byte) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.closed() {
+	if c.said || c.closed() {
 		return ErrClosed
 	}
 	c.writeDeadline()
@@ -413,7 +416,7 @@ func (c *Client) TryWrite(b []byte) (ok bool, err error) {
 		return false, nil
 	}
 	defer c.wmu.Unlock()
-	if c.closed() {
+	if c.said || c.closed() {
 		return true, ErrClosed
 	}
 	if q, err := sendQueued(c.fd); err != nil || q > 0 {
@@ -447,11 +450,7 @@ func (c *Client) reasonFor(reason string, base int) string {
 // Closed says whether the connection has been closed.
 func (c *Client) Closed() bool { return c.closed() }
 
-func (c *Client) closed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.state == stateClosed
-}
+func (c *Client) closed() bool { return c.ended.Load() }
 
 // Disconnect ends the connection: an MQTT 5 client first gets a DISCONNECT
 // with code (and reason, when it wants reason strings). It may be called
@@ -459,7 +458,17 @@ func (c *Client) closed() bool {
 func (c *Client) Disconnect(code byte, reason string) {
 	if c.V5() && code != 0 {
 		var b [64]byte
-		_ = c.Write(mqttwire.AppendDisconnect(b[:0], code, c.reasonFor(reason, 4)))
+		// Written and marked under the write lock: a writer waiting for it
+		// must not follow the DISCONNECT before Close ([MQTT-3.14.4-1]).
+		// Not before the CONNACK ([MQTT-3.2.0-1]): a takeover or Close may
+		// come between register and its write.
+		c.wmu.Lock()
+		if c.acked && !c.said && !c.closed() {
+			c.writeDeadline()
+			_, _ = c.Conn.Write(mqttwire.AppendDisconnect(b[:0], code, c.reasonFor(reason, 4)))
+			c.said = true
+		}
+		c.wmu.Unlock()
 	}
 	c.Close(disconnectError(code, reason))
 }
@@ -477,6 +486,7 @@ func (c *Client) Close(err error) {
 	if c.err == nil {
 		c.err = err
 	}
+	c.ended.Store(true) // after err: whoever sees it closed reads err
 	if parked {
 		c.srv.poll.remove(c)
 	}
@@ -587,6 +597,7 @@ func (c *Client) connect() error {
 		}
 	}
 	_ = flags
+	c.touch() // Keep Alive counts from the CONNECT (3.1.1 [MQTT-3.1.2-24], 5 [MQTT-3.1.2-22]), not from the handover
 	pk, perr := mqttwire.ParseConnect(body)
 	c.Version = pk.Version
 	if perr != nil {
@@ -613,6 +624,7 @@ func (c *Client) connect() error {
 		return fmt.Errorf("CONNECT: MQTT 3.1 (protocol level %d) is not served", pk.Version)
 	}
 	c.keepAlive, c.problems, c.maxOut = pk.KeepAlive, pk.RequestProblemInfo, pk.MaxPacketSize
+	c.noExpiry = pk.SessionExpiry == 0
 	c.aliasMax = c.srv.cfg.TopicAliasMaximum
 	code, reason := byte(0), ""
 	props := &mqttwire.ConnackProps{
@@ -660,13 +672,16 @@ func (c *Client) connect() error {
 		c.release()
 		return ErrClosed
 	}
-	if err := c.writeRaw(ack); err != nil {
+	if err := c.writeConnack(ack); err != nil {
 		err = fmt.Errorf("CONNACK: %w", err)
 		c.Close(err)
 		c.finish()
 		return err
 	}
-	_ = c.Conn.SetDeadline(time.Time{})
+	// The read deadline the caller set for CONNECT goes; the write deadline
+	// stays: writeDeadline set it for the CONNACK and moves it only a
+	// quarter of WriteTimeout later.
+	_ = c.Conn.SetReadDeadline(time.Time{})
 	c.est = true
 	c.srv.cfg.Handler.Established(c)
 	return nil
@@ -686,6 +701,20 @@ func connRefused311(code byte) byte {
 		return mqttwire.ConnRefusedNotAuthorized
 	}
 	return mqttwire.ConnRefusedServerUnavailable
+}
+
+// writeConnack writes the CONNACK accepting c, unless c was ended since
+// it was registered.
+func (c *Client) writeConnack(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closed() {
+		return ErrClosed
+	}
+	c.writeDeadline()
+	_, err := c.Conn.Write(b)
+	c.acked = err == nil
+	return err
 }
 
 func (c *Client) writeRaw(b []byte) error {
@@ -921,8 +950,14 @@ func (c *Client) packet(typ, flags byte, body []byte) error {
 		}
 		return c.Write(mqttwire.AppendUnsuback(make([]byte, 0, 8+n), id, n, mqttwire.NoSubscriptionExisted, v5))
 	case mqttwire.DISCONNECT:
-		if _, _, _, err := mqttwire.ParseDisconnect(body, v5); err != nil {
+		_, expiry, _, err := mqttwire.ParseDisconnect(body, v5)
+		if err != nil {
 			return err
+		}
+		if expiry > 0 && c.noExpiry {
+			// MQTT 5 §3.14.2.2.2: not a valid DISCONNECT; the server answers it
+			// with DISCONNECT 0x82.
+			return &mqttwire.Error{Code: mqttwire.ProtocolError, Msg: "DISCONNECT: session expiry interval above 0 after none in CONNECT (MQTT 5 §3.14.2.2.2)"}
 		}
 		c.Close(nil) // Disconnected hears nil: the client said goodbye
 		return nil
@@ -988,7 +1023,12 @@ func (c *Client) publish(flags byte, body []byte) error {
 		}
 	}
 	code, reason, send := c.srv.cfg.Handler.Publish(c, pk)
-	if pk.QoS != 2 || !send || c.closed() {
+	if c.closed() {
+		// The handler ended the connection: nothing after this packet is
+		// handled (fail keeps the handler's reason).
+		return ErrClosed
+	}
+	if pk.QoS != 2 || !send {
 		return nil
 	}
 	if code < 0x80 {

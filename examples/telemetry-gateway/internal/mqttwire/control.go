@@ -161,8 +161,8 @@ func parseSubscribe(flags byte, b []byte, v5, sub bool) (uint16, int, *Error) {
 // ParseDisconnect parses a DISCONNECT body. MQTT 3.1.1 (§3.14): the body must be empty. MQTT 5
 // (§3.14.2): a reason code (0, Normal disconnection, when absent) and properties, both optional; the
 // properties allowed are Session Expiry Interval, Reason String, User Property and Server Reference.
-// hasExpiry reports whether a Session Expiry Interval came; whether it may (not when the CONNECT's was
-// 0, [MQTT-3.14.2-2]) is the caller's to check. Anything else is MalformedPacket, a duplicated
+// hasExpiry reports whether a Session Expiry Interval came; whether it may (not above 0 when the
+// CONNECT's was 0, §3.14.2.2.2) is the caller's to check. Anything else is MalformedPacket, a duplicated
 // property ProtocolError.
 func ParseDisconnect(body []byte, v5 bool) (code byte, sessionExpiry uint32, hasExpiry bool, err error) {
 	code, sessionExpiry, hasExpiry, e := parseDisconnect(body, v5)
