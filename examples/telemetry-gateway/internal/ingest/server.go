@@ -739,7 +739,7 @@ func (c *Client) release() {
 
 // fill reads more into the buffer, making room first: the partial packet
 // moves to the front, and a buffer too small for the packet announced grows
-// to its size.
+// toward its size, at most doubling each time it is full.
 func (c *Client) fill() error {
 	if c.buf == nil {
 		c.buf = getBuffer(smallBuffer)
@@ -750,7 +750,15 @@ func (c *Client) fill() error {
 	}
 	if c.end == len(c.buf) {
 		// One packet, larger than the buffer (handle took every whole one).
-		need := max(packetLen(c.buf[:c.end]), 2*len(c.buf))
+		// The buffer at most doubles, up to the packet's length: a client
+		// holds memory here for the bytes it has sent, not for the length
+		// its fixed header announces (a header announcing 64 KiB behind
+		// 512 bytes sent would otherwise hold 64 KiB, 130 times what it
+		// cost, until its keep alive ran out).
+		need := 2 * len(c.buf)
+		if n := packetLen(c.buf[:c.end]); n > 0 {
+			need = min(need, n)
+		}
 		need = min(need, c.srv.cfg.MaxPacketSize)
 		if need <= len(c.buf) {
 			return &mqttwire.Error{Code: mqttwire.PacketTooLarge, Msg: "packet larger than the maximum packet size"}
