@@ -456,6 +456,8 @@ func (g *Gateway) stopAll(ctx context.Context) error {
 	var errs []error
 	done := make(chan struct{})
 	if g.hook != nil {
+		// A session established from here on is released by Established.
+		g.hook.stopping.Store(true)
 		g.hook.sessions.Range(func(_, v any) bool { v.(*session).acks.release(); return true })
 	}
 	go func() { g.stopMQTT(); close(done) }()

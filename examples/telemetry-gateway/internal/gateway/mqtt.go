@@ -166,7 +166,8 @@ func (c *Connection) provenance() sink.Provenance {
 // readings to the sink, acknowledging each once it is durable.
 type hook struct {
 	g        *Gateway
-	sessions sync.Map // *ingest.Client -> *session
+	sessions sync.Map    // *ingest.Client -> *session
+	stopping atomic.Bool // the gateway is shutting down: no read loop waits for room in its ack queue
 }
 
 type session struct {
@@ -288,7 +289,13 @@ func connectionOf(cl *ingest.Client) Connection {
 // connection; a connection dropped between Connect and here never had one.
 // Publish only sees clients that got here.
 func (h *hook) Established(cl *ingest.Client) {
-	h.sessions.Store(cl, cl.Value.(*session))
+	s := cl.Value.(*session)
+	h.sessions.Store(cl, s)
+	if h.stopping.Load() {
+		// Shutdown began and may have released the queues it found before
+		// this one was stored (stopAll sets stopping, then releases).
+		s.acks.release()
+	}
 	h.g.met.clients.Add(context.Background(), 1)
 }
 

@@ -93,3 +93,24 @@ func TestIdleConnectionsAreCounted(t *testing.T) {
 	require.Eventually(t, func() bool { return idle() == 1 }, 10*time.Second, 50*time.Millisecond, "idle again")
 	assert.Equal(t, 1, e.summary(t).Unique)
 }
+
+// TestSessionEstablishedDuringShutdownIsReleased: shutdown releases every
+// ack queue, so that an MQTT 3.1.1 read loop waiting for room in its full
+// queue goes on and notices its connection closing, and the server's Close
+// does not wait for it until the shutdown's deadline. A session established
+// after shutdown went over the sessions (between that and the server's
+// Close) must be released too: here shutdown has begun as the device
+// connects.
+func TestSessionEstablishedDuringShutdownIsReleased(t *testing.T) {
+	e := start(t, nil)
+	e.g.hook.stopping.Store(true) // as stopAll does before it releases the queues it finds
+	c, err := device.Connect(t.Context(), e.device("late", 4, 2, "127.0.0.47:4700"))
+	require.NoError(t, err)
+	defer c.Close()
+	var s *session
+	e.g.hook.sessions.Range(func(_, v any) bool { s = v.(*session); return false })
+	require.NotNil(t, s, "the device's session")
+	s.acks.mu.Lock()
+	defer s.acks.mu.Unlock()
+	assert.True(t, s.acks.closing, "the ack queue of a session established during shutdown is released")
+}
