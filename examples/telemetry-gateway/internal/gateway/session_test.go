@@ -107,9 +107,12 @@ func TestSessionEstablishedDuringShutdownIsReleased(t *testing.T) {
 	c, err := device.Connect(t.Context(), e.device("late", 4, 2, "127.0.0.47:4700"))
 	require.NoError(t, err)
 	defer c.Close()
+	// The CONNACK goes out before Established stores the session.
 	var s *session
-	e.g.hook.sessions.Range(func(_, v any) bool { s = v.(*session); return false })
-	require.NotNil(t, s, "the device's session")
+	require.Eventually(t, func() bool {
+		e.g.hook.sessions.Range(func(_, v any) bool { s = v.(*session); return false })
+		return s != nil
+	}, 3*time.Second, time.Millisecond, "the device's session")
 	s.acks.mu.Lock()
 	defer s.acks.mu.Unlock()
 	assert.True(t, s.acks.closing, "the ack queue of a session established during shutdown is released")
