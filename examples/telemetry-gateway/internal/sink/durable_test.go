@@ -182,6 +182,32 @@ func TestFsyncFailureIsNeverAcknowledged(t *testing.T) {
 	assert.Zero(t, s.Stats().Records, "no record counted as stored")
 }
 
+// TestFailedFsyncIsCutFromTheFile pins fsyncgate across a restart: the
+// lines a failed fsync covered are cut from the file. They were never
+// acknowledged, and after the failure the kernel may have dropped their
+// pages while a reader still sees them: a sink opened on the file again (the
+// gateway restarted on the same machine) would otherwise take the device's
+// redelivery for a duplicate of a copy that is not on disk, and acknowledge it
+// without writing it.
+func TestFailedFsyncIsCutFromTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sink.jsonl")
+	s := open(t, path, SyncFsync)
+	_, err := s.Append(t.Context(), rec("a", 1))
+	require.NoError(t, err)
+	w := watch(s)
+	w.syncHook = func(int) error { return errors.New("EIO") }
+	_, err = s.Append(t.Context(), rec("a", 2))
+	require.ErrorIs(t, err, ErrFailed)
+	require.ErrorIs(t, s.Close(), ErrFailed)
+
+	s = open(t, path, SyncFsync)
+	defer s.Close()
+	assert.EqualValues(t, 1, s.Stats().Existing, "only the record whose fsync succeeded is in the file")
+	r, err := s.Append(t.Context(), rec("a", 2))
+	require.NoError(t, err)
+	assert.False(t, r.Duplicate, "the redelivery of the record whose fsync failed was not written")
+}
+
 // TestSubmitAllocs: a record costs the sink no allocation of its own on its
 // way to the file (a request and its line buffer are reused once answered).
 func TestSubmitAllocs(t *testing.T) {

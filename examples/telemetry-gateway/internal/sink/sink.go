@@ -16,7 +16,8 @@
 // back to the last complete line, and after any write or fsync failure the
 // sink refuses every later record (Healthy reports the error): after a failed
 // fsync the kernel may have dropped the dirty pages, so nothing written since
-// the last good fsync can be trusted, and the gateway must stop acknowledging.
+// the last good fsync can be trusted, and the gateway must stop acknowledging;
+// the lines the failed fsync covered are cut off.
 // At Open a torn last line (a crash in the middle of a write, never
 // acknowledged) is cut off. Open reads the file in bounded memory, whatever
 // it holds: a line longer than MaxLineBytes is skipped, not buffered, and
@@ -531,6 +532,12 @@ func (s *Sink) commit() {
 		if b.err == nil && b.records > 0 && s.cfg.Sync == SyncFsync {
 			start := time.Now()
 			if err := s.sync(); err != nil {
+				// The batch was never acknowledged, and after a failed
+				// fsync its pages may be gone from the disk while a
+				// reader still sees them: cut its lines, so that a sink
+				// opened on the file again does not take their
+				// redelivery for a duplicate.
+				_ = s.f.Truncate(s.size - int64(b.buf.Len()))
 				b.err = s.fail(err)
 			}
 			b.wrote += time.Since(start)
