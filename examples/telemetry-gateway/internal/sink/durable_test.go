@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -206,6 +207,32 @@ func TestFailedFsyncIsCutFromTheFile(t *testing.T) {
 	r, err := s.Append(t.Context(), rec("a", 2))
 	require.NoError(t, err)
 	assert.False(t, r.Duplicate, "the redelivery of the record whose fsync failed was not written")
+}
+
+// TestOpenSyncsWhatItFinds: the file may hold lines that were written and
+// never synced (the last process was killed between a write and its fsync,
+// and never acknowledged them). Open syncs the file before a redelivery of
+// such a record is answered as a duplicate: otherwise that acknowledgement
+// would rest on a copy that a power loss soon after the restart still takes
+// away.
+func TestOpenSyncsWhatItFinds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sink.jsonl")
+	line, err := rec("a", 1).AppendJSON(nil)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, append(line, '\n'), 0o644)) // written, not synced
+	var w *fileWatch
+	s, err := openWith(Config{Path: path}, func(s *Sink) { w = watch(s) })
+	require.NoError(t, err)
+	defer s.Close()
+	synced := make(chan int, 1)
+	require.NoError(t, s.Submit(t.Context(), rec("a", 1), func(r Result, err error) {
+		assert.NoError(t, err)
+		assert.True(t, r.Duplicate)
+		w.mu.Lock()
+		synced <- w.syncs
+		w.mu.Unlock()
+	}))
+	assert.Positive(t, <-synced, "fsyncs before the duplicate was answered")
 }
 
 // TestSubmitAllocs: a record costs the sink no allocation of its own on its
