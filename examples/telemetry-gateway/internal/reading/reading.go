@@ -26,6 +26,14 @@ const MaxDeviceLen = 128
 // DefaultMaxBytes is the largest payload accepted when the caller sets no limit.
 const DefaultMaxBytes = 64 << 10
 
+// MaxDepth is the deepest nesting of objects and arrays accepted, the
+// reading's own object counting as one. The sink stores a reading one level
+// deeper, inside its record, and readers of JSON bound nesting
+// (encoding/json at 10,000, serde_json at 128, Ruby's JSON at 100): a deeper
+// reading would be stored and acknowledged, yet its record could not be
+// read back, not even by the sink when it reopens its file.
+const MaxDepth = 64
+
 // Errors from Parse, wrapped with details; test with errors.Is.
 var (
 	ErrTooLarge  = errors.New("reading: payload too large")
@@ -33,6 +41,7 @@ var (
 	ErrNotObject = errors.New("reading: payload is not a JSON object")
 	ErrDevice    = errors.New(`reading: "device" must be a string of 1 to 128 letters, digits or ._:@-`)
 	ErrSeq       = errors.New(`reading: "seq" must be a non-negative integer`)
+	ErrTooDeep   = errors.New("reading: payload nested deeper than 64 objects and arrays")
 )
 
 // Reading is what the gateway needs from a valid payload.
@@ -87,6 +96,9 @@ func parseSlow(payload []byte) (Reading, error) {
 	if firstByte(payload) != '{' { // null decodes into the struct without error
 		return Reading{}, ErrNotObject
 	}
+	if tooDeep(payload) {
+		return Reading{}, ErrTooDeep
+	}
 	if head.Device == nil || !validDevice(*head.Device) {
 		return Reading{}, ErrDevice
 	}
@@ -103,6 +115,30 @@ func parseSlow(payload []byte) (Reading, error) {
 		return Reading{}, fmt.Errorf("%w: %v", ErrNotJSON, err)
 	}
 	return Reading{Device: *head.Device, Seq: seq, Compact: buf.Bytes()}, nil
+}
+
+// tooDeep reports whether the valid JSON in b nests objects and arrays
+// deeper than MaxDepth.
+func tooDeep(b []byte) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range b {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped = c == '\\'
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > MaxDepth {
+				return true
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
 }
 
 func firstByte(b []byte) byte {

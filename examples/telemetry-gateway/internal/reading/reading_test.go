@@ -55,6 +55,23 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestParseRefusesDeepNesting: a reading nested 10,000 deep (20 kB, under
+// the payload limit) was accepted, stored and acknowledged, and its record,
+// one level deeper, was then beyond encoding/json's limit: the sink counted
+// its own line as corrupt when it reopened the file, forgot the id, and
+// Summarize and ReadAll could not read it.
+func TestParseRefusesDeepNesting(t *testing.T) {
+	nested := func(depth int) []byte {
+		return []byte(`{"device":"d7","seq":1,"n":` + strings.Repeat("[", depth-1) + `"[{\"]"` + strings.Repeat("]", depth-1) + `}`)
+	}
+	_, err := Parse(nested(MaxDepth), 0)
+	require.NoError(t, err, "nested MaxDepth deep, brackets in a string not counted")
+	for _, depth := range []int{MaxDepth + 1, 10_000} {
+		_, err = Parse(nested(depth), 0)
+		assert.ErrorIs(t, err, ErrTooDeep, "nested %d deep", depth)
+	}
+}
+
 func TestParseSyntaxErrorSaysWhere(t *testing.T) {
 	_, err := Parse([]byte(`{"device":"d7","seq":1,}`), 0)
 	assert.ErrorContains(t, err, "at byte 24", "the error names the offset")

@@ -6,8 +6,8 @@ import (
 )
 
 // maxFastDepth is the deepest nesting parseFast handles; deeper payloads go
-// to encoding/json, whose own limit is 10,000.
-const maxFastDepth = 64
+// to parseSlow, which refuses them.
+const maxFastDepth = MaxDepth
 
 // parseFast is Parse for the payloads devices send: one pass over the bytes
 // that validates the JSON, removes insignificant white space and picks out
