@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +66,23 @@ func TestBadReadingsNeverReachTheSink(t *testing.T) {
 	for id, n := range map[string]int{"bad3/2": 0, "bad5/2": 0, "bad5/1": 1, "bad5/3": 1} {
 		assert.Equal(t, n, sum.Count[id], "records of %s", id)
 	}
+}
+
+// TestLongTopicIsStored: a topic may take most of a packet, and json escapes
+// each '<' in it as six bytes. With a small MaxPayload its record was longer
+// than the sink's line limit, which was sized by the payload alone: the
+// reading was logged as a sink failure and the device disconnected with
+// "server unavailable", every time it sent it again.
+func TestLongTopicIsStored(t *testing.T) {
+	e := start(t, func(c *Config) { c.MaxPayload = 1024 })
+	c, err := device.Connect(t.Context(), e.device("long5", 5, 2, "127.0.0.41:4100"))
+	require.NoError(t, err)
+	defer c.Close()
+	topic := "telemetry/" + strings.Repeat("<", 60000)
+	require.NoError(t, c.Publish(t.Context(), topic, 1, device.Reading("long5", 1, 1)))
+	recs := e.records(t)
+	require.Len(t, recs, 1)
+	assert.Equal(t, topic, recs[0].Topic)
 }
 
 // TestRateLimit: a device over its rate is slowed down, and refused with
