@@ -236,7 +236,7 @@ func (s *Sink) Submit(ctx context.Context, rec *sink.Record, done func(sink.Resu
 		return ctx.Err()
 	}
 	m := &nats.Msg{
-		Subject: s.cfg.Subject + "." + rec.Device,
+		Subject: s.subject(rec.Device),
 		Data:    data,
 		Header:  nats.Header{natsjs.MsgIDHeader: []string{MsgID(rec.Device, rec.Seq, rec.Provenance.TLSSubject)}},
 	}
@@ -255,6 +255,24 @@ func (s *Sink) Submit(ctx context.Context, rec *sink.Record, done func(sink.Resu
 		return nil // the error handler has answered it
 	}
 	return nil
+}
+
+// subject returns the subject of device's readings, <Subject>.<device>. NATS
+// refuses a subject with an empty token, and no stream stores it: the
+// reading of a device named ".d7", "d7." or "d..7" was never stored, and its
+// device was disconnected as by a store failure each time it sent it again.
+// Such an empty token is written "%", which no device name holds.
+func (s *Sink) subject(device string) string {
+	if device != "" && device[0] != '.' && device[len(device)-1] != '.' && !strings.Contains(device, "..") {
+		return s.cfg.Subject + "." + device
+	}
+	tokens := strings.Split(device, ".")
+	for i, t := range tokens {
+		if t == "" {
+			tokens[i] = "%"
+		}
+	}
+	return s.cfg.Subject + "." + strings.Join(tokens, ".")
 }
 
 // take removes m from the pending publishes and returns its callback (nil

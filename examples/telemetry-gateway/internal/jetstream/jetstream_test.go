@@ -64,13 +64,7 @@ func TestSinkOnR3Stream(t *testing.T) {
 	assert.EqualValues(t, 5, st.Records)
 	assert.EqualValues(t, 1, st.Duplicates)
 
-	nc, err := nats.Connect(c.URL())
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := natsjs.New(nc)
-	require.NoError(t, err)
-	stream, err := js.Stream(ctx, "TELEMETRY")
-	require.NoError(t, err)
+	stream := readStream(ctx, t, c, "TELEMETRY")
 	info, err := stream.Info(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 3, info.Config.Replicas)
@@ -84,6 +78,47 @@ func TestSinkOnR3Stream(t *testing.T) {
 	assert.Equal(t, *rec("d1", 1, ""), got, "the record with its provenance")
 
 	assert.ErrorIs(t, s.Submit(ctx, rec("d1", 3, ""), nil), ErrClosed)
+}
+
+// TestDotsInTheDeviceName: a device name may start or end with '.' or hold
+// "..", which made a subject with an empty token: NATS stored nothing, and
+// every reading of such a device failed with "no response from stream" (its
+// device disconnected as by a store failure, again at each redelivery).
+// Each empty token is published as "%"; other names keep their subject.
+func TestDotsInTheDeviceName(t *testing.T) {
+	c := natstest.StartCluster(t, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, Config{URL: c.URL(), Stream: "TELEMETRY", Subject: "telemetry", Replicas: 1, AckTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer s.Close()
+	stream := readStream(ctx, t, c, "TELEMETRY")
+	for dev, subject := range map[string]string{
+		"d7": "telemetry.d7", "a.b": "telemetry.a.b", ".a": "telemetry.%.a", "a.": "telemetry.a.%",
+		"a..b": "telemetry.a.%.b", ".": "telemetry.%.%",
+	} {
+		answered := make(chan error, 1)
+		r := &sink.Record{ID: sink.Key(dev, 1), Device: dev, Seq: 1, Protocol: "http", Payload: json.RawMessage(`{}`)}
+		require.NoError(t, s.Submit(ctx, r, func(_ sink.Result, err error) { answered <- err }))
+		require.NoError(t, <-answered, "device %q", dev)
+		m, err := stream.GetLastMsgForSubject(ctx, subject)
+		require.NoError(t, err, "device %q", dev)
+		assert.Equal(t, sink.Key(dev, 1), m.Header.Get(natsjs.MsgIDHeader))
+	}
+}
+
+// readStream returns the stream name as a reader on its own connection to
+// c sees it.
+func readStream(ctx context.Context, t *testing.T, c *natstest.Cluster, name string) natsjs.Stream {
+	t.Helper()
+	nc, err := nats.Connect(c.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := natsjs.New(nc)
+	require.NoError(t, err)
+	stream, err := js.Stream(ctx, name)
+	require.NoError(t, err)
+	return stream
 }
 
 // TestOpenRefuses: a missing stream (unless told to create it), and a
