@@ -85,6 +85,30 @@ func TestLongTopicIsStored(t *testing.T) {
 	assert.Equal(t, topic, recs[0].Topic)
 }
 
+// TestReadingTooLargeToStoreIsRefused: a reading whose record the store
+// cannot hold (here a sink with a short MaxLineBytes; a JetStream store
+// refuses what is over the servers' max_payload) is refused with PUBACK 0x83
+// and the connection goes on. It was taken for a failed store: logged as
+// one, and the device disconnected with "server unavailable", so that it
+// sent the reading again for ever.
+func TestReadingTooLargeToStoreIsRefused(t *testing.T) {
+	e := start(t, func(c *Config) { c.Sink.MaxLineBytes = 1024 })
+	c, err := device.Connect(t.Context(), e.device("big5", 5, 2, "127.0.0.41:4100"))
+	require.NoError(t, err)
+	defer c.Close()
+	err = c.Publish(t.Context(), "telemetry/big5", 1, []byte(`{"device":"big5","seq":1,"pad":"`+strings.Repeat("x", 2000)+`"}`))
+	var pe *device.PublishError
+	require.ErrorAs(t, err, &pe)
+	assert.EqualValues(t, 0x83, pe.Code, "PUBACK implementation specific error")
+	require.NoError(t, c.Publish(t.Context(), "telemetry/big5", 1, device.Reading("big5", 2, 1)), "the connection goes on")
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt reading refused", "client_id": "big5", "outcome": "invalid",
+		"error": "sink: record longer than MaxLineBytes*"})
+	require.NoError(t, e.g.Ready())
+	sum := e.summary(t)
+	assert.Equal(t, 0, sum.Count["big5/1"])
+	assert.Equal(t, 1, sum.Count["big5/2"])
+}
+
 // TestRateLimit: a device over its rate is slowed down, and refused with
 // PUBACK 0x97 (quota exceeded) when it would have to wait too long.
 func TestRateLimit(t *testing.T) {

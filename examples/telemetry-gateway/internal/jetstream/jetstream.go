@@ -222,6 +222,8 @@ func (s *Sink) checkStream(ctx context.Context) error {
 // JetStream; done, unless nil, is called once with JetStream's answer
 // (Result.Duplicate when the id was already stored), from nats.go's
 // goroutine. It blocks while MaxPending publishes wait, until ctx is done.
+// A record longer than the NATS servers take (their max_payload) is refused
+// with an error wrapping sink.ErrTooLarge.
 func (s *Sink) Submit(ctx context.Context, rec *sink.Record, done func(sink.Result, error)) error {
 	data, err := rec.AppendJSON(make([]byte, 0, 512+len(rec.Payload)))
 	if err != nil {
@@ -250,6 +252,10 @@ func (s *Sink) Submit(ctx context.Context, rec *sink.Record, done func(sink.Resu
 	s.mu.Unlock()
 	if _, err := s.js.PublishMsgAsync(m); err != nil {
 		if _, pending := s.take(m); pending {
+			if errors.Is(err, nats.ErrMaxPayload) {
+				return fmt.Errorf("jetstream: %w: %d bytes, more than the NATS servers' max_payload of %d (%v)",
+					sink.ErrTooLarge, len(data), s.nc.MaxPayload(), err)
+			}
 			return fmt.Errorf("jetstream: publish: %w", err)
 		}
 		return nil // the error handler has answered it

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,11 +27,7 @@ func TestMsgID(t *testing.T) {
 // is answered as a duplicate and stored once; a reading forged under a
 // certificate-bound device's name is another sender and stored beside it.
 func TestSinkOnR3Stream(t *testing.T) {
-	c := natstest.StartCluster(t, 3)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	s, err := Open(ctx, Config{URL: c.URL(), Stream: "TELEMETRY", Subject: "telemetry", Replicas: 3})
-	require.NoError(t, err)
+	s, c, ctx := openSink(t, 3)
 
 	rec := func(dev string, seq uint64, subject string) *sink.Record {
 		return &sink.Record{ID: sink.Key(dev, seq), Device: dev, Seq: seq, Protocol: "mqtt", Payload: json.RawMessage(`{"device":"` + dev + `"}`),
@@ -86,12 +83,7 @@ func TestSinkOnR3Stream(t *testing.T) {
 // device disconnected as by a store failure, again at each redelivery).
 // Each empty token is published as "%"; other names keep their subject.
 func TestDotsInTheDeviceName(t *testing.T) {
-	c := natstest.StartCluster(t, 1)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	s, err := Open(ctx, Config{URL: c.URL(), Stream: "TELEMETRY", Subject: "telemetry", Replicas: 1, AckTimeout: 5 * time.Second})
-	require.NoError(t, err)
-	defer s.Close()
+	s, c, ctx := openSink(t, 1)
 	stream := readStream(ctx, t, c, "TELEMETRY")
 	for dev, subject := range map[string]string{
 		"d7": "telemetry.d7", "a.b": "telemetry.a.b", ".a": "telemetry.%.a", "a.": "telemetry.a.%",
@@ -105,6 +97,33 @@ func TestDotsInTheDeviceName(t *testing.T) {
 		require.NoError(t, err, "device %q", dev)
 		assert.Equal(t, sink.Key(dev, 1), m.Header.Get(natsjs.MsgIDHeader))
 	}
+}
+
+// TestRecordOverMaxPayloadIsTooLarge: a record longer than the servers'
+// max_payload (1 MiB by default; the gateway takes readings up to 256 MiB)
+// is refused with sink.ErrTooLarge, which the gateway answers as a refused
+// reading; it was a plain publish error, which the gateway took for a failed
+// store: the device was disconnected and sent the reading again for ever.
+func TestRecordOverMaxPayloadIsTooLarge(t *testing.T) {
+	s, _, ctx := openSink(t, 1)
+	big := &sink.Record{ID: "d1/1", Device: "d1", Seq: 1, Protocol: "http",
+		Payload: json.RawMessage(`{"pad":"` + strings.Repeat("x", 1<<20) + `"}`)}
+	err := s.Submit(ctx, big, func(sink.Result, error) { t.Error("answered a refused record") })
+	require.ErrorIs(t, err, sink.ErrTooLarge)
+	require.NoError(t, s.Healthy())
+}
+
+// openSink starts a cluster of n nodes and opens a Sink on it that creates
+// the stream TELEMETRY with n replicas; the end of t closes it.
+func openSink(t *testing.T, n int) (*Sink, *natstest.Cluster, context.Context) {
+	t.Helper()
+	c := natstest.StartCluster(t, n)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	s, err := Open(ctx, Config{URL: c.URL(), Stream: "TELEMETRY", Subject: "telemetry", Replicas: n})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s, c, ctx
 }
 
 // readStream returns the stream name as a reader on its own connection to
