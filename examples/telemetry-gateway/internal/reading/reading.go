@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // MaxDeviceLen is the longest device name accepted.
@@ -42,6 +43,11 @@ var (
 	ErrDevice    = errors.New(`reading: "device" must be a string of 1 to 128 letters, digits or ._:@-`)
 	ErrSeq       = errors.New(`reading: "seq" must be a non-negative integer`)
 	ErrTooDeep   = errors.New("reading: payload nested deeper than 64 objects and arrays")
+	// ErrNamedTwice is a payload whose object has more than one member
+	// that encoding/json takes for "device" (or "seq"): it keeps the last,
+	// with case folded ("Device", "DEVICE"), while most readers of the
+	// stored payload take the one spelt "device", or the first, or refuse it.
+	ErrNamedTwice = errors.New(`reading: "device" or "seq" named more than once`)
 )
 
 // Reading is what the gateway needs from a valid payload.
@@ -102,6 +108,9 @@ func parseSlow(payload []byte) (Reading, error) {
 	if head.Device == nil || !validDevice(*head.Device) {
 		return Reading{}, ErrDevice
 	}
+	if dev, seq := named(payload); dev > 1 || seq > 1 {
+		return Reading{}, fmt.Errorf("%w: device %d times, seq %d times", ErrNamedTwice, dev, seq)
+	}
 	if head.Seq == nil {
 		return Reading{}, fmt.Errorf("%w: missing", ErrSeq)
 	}
@@ -115,6 +124,33 @@ func parseSlow(payload []byte) (Reading, error) {
 		return Reading{}, fmt.Errorf("%w: %v", ErrNotJSON, err)
 	}
 	return Reading{Device: *head.Device, Seq: seq, Compact: buf.Bytes()}, nil
+}
+
+// named counts the members of the object in payload (valid JSON) that
+// encoding/json takes for "device" and for "seq": names equal to them under
+// Unicode case folding, escapes decoded.
+func named(payload []byte) (device, seq int) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	if _, err := dec.Token(); err != nil { // '{'
+		return 0, 0
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return device, seq
+		}
+		switch name, _ := t.(string); {
+		case strings.EqualFold(name, "device"):
+			device++
+		case strings.EqualFold(name, "seq"):
+			seq++
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return device, seq
+		}
+	}
+	return device, seq
 }
 
 // tooDeep reports whether the valid JSON in b nests objects and arrays

@@ -72,6 +72,27 @@ func TestParseRefusesDeepNesting(t *testing.T) {
 	}
 }
 
+// TestParseRefusesDeviceOrSeqNamedTwice: encoding/json folds case and keeps
+// the last of repeated names, so {"device":"victim","Device":"d7",...} from
+// client d7 was accepted as d7's, and its payload stored as sent: a consumer
+// reading payload["device"] (Python, JavaScript) found "victim", and one that
+// refuses repeated fields (serde_json's structs) could not read it at all.
+func TestParseRefusesDeviceOrSeqNamedTwice(t *testing.T) {
+	for _, in := range []string{
+		`{"device":"victim","Device":"d7","seq":1}`,
+		`{"device":"victim","device":"d7","seq":1}`,
+		`{"dev\u0069ce":"victim","device":"d7","seq":1}`,
+		`{"device":"d7","seq":1,"SEQ":2}`,
+		`{"device":"d7","seq":1,"ſeq":2}`,
+	} {
+		_, err := Parse([]byte(in), 0)
+		assert.ErrorIs(t, err, ErrNamedTwice, "%s", in)
+	}
+	r, err := Parse([]byte(`{"Device":"d7","seq":1,"x":{"device":"other","seq":2}}`), 0)
+	require.NoError(t, err, "once each at the top, under any case, and again inside a member")
+	assert.Equal(t, "d7", r.Device)
+}
+
 func TestParseSyntaxErrorSaysWhere(t *testing.T) {
 	_, err := Parse([]byte(`{"device":"d7","seq":1,}`), 0)
 	assert.ErrorContains(t, err, "at byte 24", "the error names the offset")
