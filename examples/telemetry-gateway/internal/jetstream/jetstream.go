@@ -16,7 +16,9 @@
 // (StreamConfig.Duplicates), answering with PubAck.Duplicate: the gateway
 // acknowledges it again and counts it, whichever replica stored the first
 // copy. The window must outlast a device's reconnect and retry; the default
-// of a created stream is two minutes.
+// of a created stream is two minutes, and Open refuses a stream whose window
+// is not longer than AckTimeout (a device whose publish timed out sends the
+// reading again only after that).
 //
 // # Asynchronous, batched publishing
 //
@@ -62,6 +64,7 @@ var (
 	ErrClosed       = errors.New("jetstream: closed")
 	ErrDisconnected = errors.New("jetstream: not connected to NATS")
 	ErrWrongStream  = errors.New("jetstream: the subject is stored by another stream")
+	ErrShortWindow  = errors.New("jetstream: the stream's duplicate window is too short")
 )
 
 // Config configures a Sink.
@@ -212,6 +215,12 @@ func (s *Sink) checkStream(ctx context.Context) error {
 	}
 	if info.Config.Duplicates <= 0 {
 		return fmt.Errorf("jetstream: stream %q has no duplicate window: redeliveries would be stored twice", s.cfg.Stream)
+	}
+	if info.Config.Duplicates <= s.cfg.AckTimeout {
+		// A device sends a reading again only after the gateway gave up
+		// waiting for its acknowledgement: by then the window has passed.
+		return fmt.Errorf("%w: stream %q keeps ids for %v, not longer than the %v a publish waits for its acknowledgement: a reading stored after that wait ended would be stored again when its device sends it again",
+			ErrShortWindow, s.cfg.Stream, info.Config.Duplicates, s.cfg.AckTimeout)
 	}
 	s.log.Info("jetstream: publishing readings", "stream", s.cfg.Stream, "subjects", s.cfg.Subject+".<device>",
 		"replicas", info.Config.Replicas, "duplicate_window", info.Config.Duplicates, "server", s.nc.ConnectedUrlRedacted())

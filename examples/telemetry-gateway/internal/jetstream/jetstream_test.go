@@ -140,9 +140,10 @@ func readStream(ctx context.Context, t *testing.T, c *natstest.Cluster, name str
 	return stream
 }
 
-// TestOpenRefuses: a missing stream (unless told to create it), and a
-// stream that does not capture the readings' subjects (they would be stored
-// elsewhere, or nowhere, and acknowledged anyway).
+// TestOpenRefuses: a missing stream (unless told to create it), a stream
+// that does not capture the readings' subjects (they would be stored
+// elsewhere, or nowhere, and acknowledged anyway), and one whose duplicate
+// window ends before a device can send a reading again.
 func TestOpenRefuses(t *testing.T) {
 	c := natstest.StartCluster(t, 1)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -155,4 +156,13 @@ func TestOpenRefuses(t *testing.T) {
 	defer other.Close()
 	_, err = Open(ctx, Config{URL: c.URL(), Stream: "OTHER", Subject: "telemetry"})
 	assert.ErrorIs(t, err, ErrWrongStream)
+
+	// A duplicate window no longer than the acknowledgement timeout: a
+	// publish that timed out but was stored is stored again when its device,
+	// disconnected for the timeout, sends it again (the window has passed).
+	short, err := Open(ctx, Config{URL: c.URL(), Stream: "SHORT", Subject: "short", Replicas: 1, Duplicates: time.Second, AckTimeout: 500 * time.Millisecond})
+	require.NoError(t, err)
+	defer short.Close()
+	_, err = Open(ctx, Config{URL: c.URL(), Stream: "SHORT", Subject: "short", AckTimeout: 5 * time.Second})
+	assert.ErrorIs(t, err, ErrShortWindow)
 }
