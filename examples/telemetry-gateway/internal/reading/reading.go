@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxDeviceLen is the longest device name accepted.
@@ -81,6 +82,11 @@ func Parse(payload []byte, maxBytes int) (Reading, error) {
 // parseSlow is Parse with encoding/json, for every payload parseFast leaves
 // to it: it decides the hard cases and says what is wrong.
 func parseSlow(payload []byte) (Reading, error) {
+	if i := invalidUTF8(payload); i >= 0 {
+		// encoding/json takes it, and the sink would store it as it is:
+		// JSON that readers in most other languages refuse (RFC 8259 §8.1).
+		return Reading{}, fmt.Errorf("%w: invalid UTF-8 at byte %d", ErrNotJSON, i)
+	}
 	var head struct {
 		Device *string          `json:"device"`
 		Seq    *json.RawMessage `json:"seq"`
@@ -124,6 +130,23 @@ func parseSlow(payload []byte) (Reading, error) {
 		return Reading{}, fmt.Errorf("%w: %v", ErrNotJSON, err)
 	}
 	return Reading{Device: *head.Device, Seq: seq, Compact: buf.Bytes()}, nil
+}
+
+// invalidUTF8 returns the offset of the first byte of b that is not valid
+// UTF-8, or -1.
+func invalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
 }
 
 // named counts the members of the object in payload (valid JSON) that

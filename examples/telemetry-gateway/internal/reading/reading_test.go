@@ -93,6 +93,30 @@ func TestParseRefusesDeviceOrSeqNamedTwice(t *testing.T) {
 	assert.Equal(t, "d7", r.Device)
 }
 
+// TestParseRefusesInvalidUTF8: encoding/json takes bytes that are not UTF-8
+// in a string as they are, and so did Parse; the sink then stored them in
+// the record, which RFC 8259 §8.1 says is not JSON to exchange: a consumer in
+// Python (json.loads of the bytes) or Rust (serde_json) could not read the
+// acknowledged reading. Valid UTF-8 still takes the fast way.
+func TestParseRefusesInvalidUTF8(t *testing.T) {
+	for _, in := range []string{
+		`{"device":"d7","seq":1,"s":"` + "\xff" + `"}`,
+		`{"device":"d7","seq":1,"s":"` + "\xc3" + `"}`,         // cut short
+		`{"device":"d7","seq":1,"s":"` + "\xed\xa0\x80" + `"}`, // a surrogate
+		`{"device":"d7","seq":1,"` + "\xc0\xaf" + `":1}`,       // overlong, in a name
+	} {
+		_, err := Parse([]byte(in), 0)
+		assert.ErrorIs(t, err, ErrNotJSON, "%q", in)
+		assert.ErrorContains(t, err, "invalid UTF-8 at byte ", "%q", in)
+	}
+	in := []byte(`{"device":"d7","seq":1,"place":"Zürich 東京 🌡"}`)
+	_, ok := parseFast(in)
+	assert.True(t, ok, "valid UTF-8 takes the fast way")
+	r, err := Parse(in, 0)
+	require.NoError(t, err)
+	assert.Equal(t, string(in), string(r.Compact))
+}
+
 func TestParseSyntaxErrorSaysWhere(t *testing.T) {
 	_, err := Parse([]byte(`{"device":"d7","seq":1,}`), 0)
 	assert.ErrorContains(t, err, "at byte 24", "the error names the offset")
