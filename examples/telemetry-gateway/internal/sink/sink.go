@@ -21,8 +21,9 @@
 // At Open a torn last line (a crash in the middle of a write, never
 // acknowledged) is cut off, and under SyncFsync the file is synced before
 // anything is answered: it may hold lines the last process wrote and never
-// synced, which a redelivery would otherwise find as duplicates. Open reads the file in bounded memory, whatever
-// it holds: a line longer than MaxLineBytes is skipped, not buffered, and
+// synced, which a redelivery would otherwise find as duplicates. Open reads
+// the file in bounded memory, whatever it holds: a line longer than
+// MaxLineBytes is skipped, not buffered, and
 // counted as corrupt when it is complete (Stats.Corrupt), as is any other
 // complete line that is not a record; such lines are kept, never rewritten.
 // Open refuses a path that is not a regular file (a device such as /dev/zero
