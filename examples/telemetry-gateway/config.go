@@ -293,6 +293,8 @@ func (o *options) check(from, given map[string]string) []error {
 		}
 		if o.natsDuplicates <= 0 {
 			bad("nats-duplicates", o.natsDuplicates, "want a duration > 0")
+		} else if o.natsReplicas > 0 && o.natsDuplicates <= o.natsAckTimeout {
+			bad("nats-duplicates", o.natsDuplicates, "want longer than -nats-ack-timeout %v: a device sends a reading again only after that", o.natsAckTimeout)
 		}
 	}
 	if err := gateway.CheckTopicPrefix(o.topicPrefix); err != nil {

@@ -151,6 +151,8 @@ func TestUsageErrors(t *testing.T) {
 		{"proxy required without a load balancer", []string{"-proxy-required"}, nil, "-proxy-required true: needs -proxy-trusted or -proxy-trusted-file"},
 		// A flag that does something only beside another is refused without it
 		// (the final review found each of these accepted and ignored).
+		{"a duplicate window that ends before a redelivery", []string{"-nats-url", "nats://127.0.0.1:4222", "-nats-replicas", "3", "-nats-duplicates", "2s", "-nats-ack-timeout", "5s"}, nil,
+			"-nats-duplicates 2s: want longer than -nats-ack-timeout 5s"},
 		{"JetStream replicas without JetStream", []string{"-nats-replicas", "3"}, nil, `-nats-replicas "3": needs -nats-url, without which it does nothing`},
 		{"a JetStream stream from the environment without JetStream", nil, map[string]string{"GATEWAY_NATS_STREAM": "T"}, `$GATEWAY_NATS_STREAM "T": needs -nats-url`},
 		{"WebSocket proxies without a WebSocket listener", []string{"-ws-trusted", "10.0.0.0/8"}, nil, `-ws-trusted "10.0.0.0/8": needs -ws-addr`},

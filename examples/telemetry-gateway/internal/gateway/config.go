@@ -119,7 +119,8 @@ type Config struct {
 
 	// Sink configures the durable JSON Lines sink (Path is required unless
 	// Store is set); New opens it and Shutdown closes it. A zero
-	// MaxLineBytes is set to fit MaxPayload.
+	// MaxLineBytes is set to fit the largest MQTT packet the gateway takes
+	// (a reading of MaxPayload and a long topic).
 	Sink sink.Config
 	// Store, when set, replaces the JSON Lines sink: readings go there (a
 	// JetStream stream shared by replicas, say), Sink and SinkMinFree are

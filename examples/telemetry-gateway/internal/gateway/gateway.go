@@ -106,7 +106,8 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.MaxPayload = reading.DefaultMaxBytes
 	}
 	if cfg.Sink.MaxLineBytes == 0 {
-		cfg.Sink.MaxLineBytes = sink.LineBytesFor(cfg.MaxPayload)
+		// A record holds the topic beside the payload: the packet bounds both.
+		cfg.Sink.MaxLineBytes = sink.LineBytesFor(cfg.maxPacketSize())
 	}
 	if cfg.ReceiveMaximum == 0 {
 		cfg.ReceiveMaximum = DefaultReceiveMaximum
@@ -193,6 +194,11 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	return g, nil
 }
+
+// maxPacketSize is the largest MQTT packet the gateway takes: a reading of
+// MaxPayload and the rest of its PUBLISH, and at least 64 KiB, so that a
+// small MaxPayload leaves room for a long topic.
+func (cfg *Config) maxPacketSize() int { return max(cfg.MaxPayload, 64<<10) + 4096 }
 
 // MQTTTrust returns the MQTT chain's trust: the one source the PROXY
 // listener, the connection listener and the resolver read. Swap, Update or
@@ -288,7 +294,7 @@ func (g *Gateway) startMQTT() error {
 	g.hook = &hook{g: g}
 	g.srv, err = ingest.New(ingest.Config{
 		Handler:           g.hook,
-		MaxPacketSize:     max(g.cfg.MaxPayload, 64<<10) + 4096,
+		MaxPacketSize:     g.cfg.maxPacketSize(),
 		ReceiveMaximum:    g.cfg.ReceiveMaximum,
 		TopicAliasMaximum: topicAliasMaximum,
 		Logger:            slog.New(&levelFilter{next: g.log.With("component", "mqtt").Handler(), min: g.cfg.MQTTLogLevel}),

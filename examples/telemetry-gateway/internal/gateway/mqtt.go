@@ -202,6 +202,7 @@ var (
 	codePayloadFormatInvalid = code{mqttwire.PayloadFormatInvalid, "payload format invalid"}
 	codeServerUnavailable    = code{mqttwire.ServerUnavailable, "server unavailable"}
 	codeReceiveMaximum       = code{mqttwire.ReceiveMaximumExceeded, "receive maximum exceeded"}
+	codeTooLargeToStore      = code{mqttwire.ImplementationSpecificError, "reading too large to store"}
 )
 
 // Connect resolves nothing itself: the middleware listener resolved the
@@ -420,6 +421,11 @@ func (h *hook) Publish(cl *ingest.Client, pk *mqttwire.Publish) (byte, string, b
 		}
 	}
 	if err != nil {
+		if errors.Is(err, sink.ErrTooLarge) {
+			// The reading, not the store: refused, and the store and the
+			// connection go on.
+			return h.refuse(ctx, cl, pk, topic, s, p, refusal{outcome: "invalid", code: codeTooLargeToStore, err: err})
+		}
 		h.storeFailed(cl, s, rec, err)
 		if p != nil {
 			s.acks.answer(p, false, codeSuccess)

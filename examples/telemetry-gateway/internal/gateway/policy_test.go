@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +66,47 @@ func TestBadReadingsNeverReachTheSink(t *testing.T) {
 	for id, n := range map[string]int{"bad3/2": 0, "bad5/2": 0, "bad5/1": 1, "bad5/3": 1} {
 		assert.Equal(t, n, sum.Count[id], "records of %s", id)
 	}
+}
+
+// TestLongTopicIsStored: a topic may take most of a packet, and json escapes
+// each '<' in it as six bytes. With a small MaxPayload its record was longer
+// than the sink's line limit, which was sized by the payload alone: the
+// reading was logged as a sink failure and the device disconnected with
+// "server unavailable", every time it sent it again.
+func TestLongTopicIsStored(t *testing.T) {
+	e := start(t, func(c *Config) { c.MaxPayload = 1024 })
+	c, err := device.Connect(t.Context(), e.device("long5", 5, 2, "127.0.0.41:4100"))
+	require.NoError(t, err)
+	defer c.Close()
+	topic := "telemetry/" + strings.Repeat("<", 60000)
+	require.NoError(t, c.Publish(t.Context(), topic, 1, device.Reading("long5", 1, 1)))
+	recs := e.records(t)
+	require.Len(t, recs, 1)
+	assert.Equal(t, topic, recs[0].Topic)
+}
+
+// TestReadingTooLargeToStoreIsRefused: a reading whose record the store
+// cannot hold (here a sink with a short MaxLineBytes; a JetStream store
+// refuses what is over the servers' max_payload) is refused with PUBACK 0x83
+// and the connection goes on. It was taken for a failed store: logged as
+// one, and the device disconnected with "server unavailable", so that it
+// sent the reading again for ever.
+func TestReadingTooLargeToStoreIsRefused(t *testing.T) {
+	e := start(t, func(c *Config) { c.Sink.MaxLineBytes = 1024 })
+	c, err := device.Connect(t.Context(), e.device("big5", 5, 2, "127.0.0.41:4100"))
+	require.NoError(t, err)
+	defer c.Close()
+	err = c.Publish(t.Context(), "telemetry/big5", 1, []byte(`{"device":"big5","seq":1,"pad":"`+strings.Repeat("x", 2000)+`"}`))
+	var pe *device.PublishError
+	require.ErrorAs(t, err, &pe)
+	assert.EqualValues(t, 0x83, pe.Code, "PUBACK implementation specific error")
+	require.NoError(t, c.Publish(t.Context(), "telemetry/big5", 1, device.Reading("big5", 2, 1)), "the connection goes on")
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt reading refused", "client_id": "big5", "outcome": "invalid",
+		"error": "sink: record longer than MaxLineBytes*"})
+	require.NoError(t, e.g.Ready())
+	sum := e.summary(t)
+	assert.Equal(t, 0, sum.Count["big5/1"])
+	assert.Equal(t, 1, sum.Count["big5/2"])
 }
 
 // TestRateLimit: a device over its rate is slowed down, and refused with

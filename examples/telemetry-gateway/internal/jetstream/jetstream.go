@@ -16,7 +16,9 @@
 // (StreamConfig.Duplicates), answering with PubAck.Duplicate: the gateway
 // acknowledges it again and counts it, whichever replica stored the first
 // copy. The window must outlast a device's reconnect and retry; the default
-// of a created stream is two minutes.
+// of a created stream is two minutes, and Open refuses a stream whose window
+// is not longer than AckTimeout (a device whose publish timed out sends the
+// reading again only after that).
 //
 // # Asynchronous, batched publishing
 //
@@ -62,6 +64,7 @@ var (
 	ErrClosed       = errors.New("jetstream: closed")
 	ErrDisconnected = errors.New("jetstream: not connected to NATS")
 	ErrWrongStream  = errors.New("jetstream: the subject is stored by another stream")
+	ErrShortWindow  = errors.New("jetstream: the stream's duplicate window is too short")
 )
 
 // Config configures a Sink.
@@ -213,6 +216,12 @@ func (s *Sink) checkStream(ctx context.Context) error {
 	if info.Config.Duplicates <= 0 {
 		return fmt.Errorf("jetstream: stream %q has no duplicate window: redeliveries would be stored twice", s.cfg.Stream)
 	}
+	if info.Config.Duplicates <= s.cfg.AckTimeout {
+		// A device sends a reading again only after the gateway gave up
+		// waiting for its acknowledgement: by then the window has passed.
+		return fmt.Errorf("%w: stream %q keeps ids for %v, not longer than the %v a publish waits for its acknowledgement: a reading stored after that wait ended would be stored again when its device sends it again",
+			ErrShortWindow, s.cfg.Stream, info.Config.Duplicates, s.cfg.AckTimeout)
+	}
 	s.log.Info("jetstream: publishing readings", "stream", s.cfg.Stream, "subjects", s.cfg.Subject+".<device>",
 		"replicas", info.Config.Replicas, "duplicate_window", info.Config.Duplicates, "server", s.nc.ConnectedUrlRedacted())
 	return nil
@@ -222,6 +231,8 @@ func (s *Sink) checkStream(ctx context.Context) error {
 // JetStream; done, unless nil, is called once with JetStream's answer
 // (Result.Duplicate when the id was already stored), from nats.go's
 // goroutine. It blocks while MaxPending publishes wait, until ctx is done.
+// A record longer than the NATS servers take (their max_payload) is refused
+// with an error wrapping sink.ErrTooLarge.
 func (s *Sink) Submit(ctx context.Context, rec *sink.Record, done func(sink.Result, error)) error {
 	data, err := rec.AppendJSON(make([]byte, 0, 512+len(rec.Payload)))
 	if err != nil {
@@ -236,7 +247,7 @@ func (s *Sink) Submit(ctx context.Context, rec *sink.Record, done func(sink.Resu
 		return ctx.Err()
 	}
 	m := &nats.Msg{
-		Subject: s.cfg.Subject + "." + rec.Device,
+		Subject: s.subject(rec.Device),
 		Data:    data,
 		Header:  nats.Header{natsjs.MsgIDHeader: []string{MsgID(rec.Device, rec.Seq, rec.Provenance.TLSSubject)}},
 	}
@@ -250,11 +261,33 @@ func (s *Sink) Submit(ctx context.Context, rec *sink.Record, done func(sink.Resu
 	s.mu.Unlock()
 	if _, err := s.js.PublishMsgAsync(m); err != nil {
 		if _, pending := s.take(m); pending {
+			if errors.Is(err, nats.ErrMaxPayload) {
+				return fmt.Errorf("jetstream: %w: %d bytes, more than the NATS servers' max_payload of %d (%v)",
+					sink.ErrTooLarge, len(data), s.nc.MaxPayload(), err)
+			}
 			return fmt.Errorf("jetstream: publish: %w", err)
 		}
 		return nil // the error handler has answered it
 	}
 	return nil
+}
+
+// subject returns the subject of device's readings, <Subject>.<device>. NATS
+// refuses a subject with an empty token, and no stream stores it: the
+// reading of a device named ".d7", "d7." or "d..7" was never stored, and its
+// device was disconnected as by a store failure each time it sent it again.
+// Such an empty token is written "%", which no device name holds.
+func (s *Sink) subject(device string) string {
+	if device != "" && device[0] != '.' && device[len(device)-1] != '.' && !strings.Contains(device, "..") {
+		return s.cfg.Subject + "." + device
+	}
+	tokens := strings.Split(device, ".")
+	for i, t := range tokens {
+		if t == "" {
+			tokens[i] = "%"
+		}
+	}
+	return s.cfg.Subject + "." + strings.Join(tokens, ".")
 }
 
 // take removes m from the pending publishes and returns its callback (nil

@@ -18,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // MaxDeviceLen is the longest device name accepted.
@@ -26,6 +28,14 @@ const MaxDeviceLen = 128
 // DefaultMaxBytes is the largest payload accepted when the caller sets no limit.
 const DefaultMaxBytes = 64 << 10
 
+// MaxDepth is the deepest nesting of objects and arrays accepted, the
+// reading's own object counting as one. The sink stores a reading one level
+// deeper, inside its record, and readers of JSON bound nesting
+// (encoding/json at 10,000, serde_json at 128, Ruby's JSON at 100): a deeper
+// reading would be stored and acknowledged, yet its record could not be
+// read back, not even by the sink when it reopens its file.
+const MaxDepth = 64
+
 // Errors from Parse, wrapped with details; test with errors.Is.
 var (
 	ErrTooLarge  = errors.New("reading: payload too large")
@@ -33,6 +43,12 @@ var (
 	ErrNotObject = errors.New("reading: payload is not a JSON object")
 	ErrDevice    = errors.New(`reading: "device" must be a string of 1 to 128 letters, digits or ._:@-`)
 	ErrSeq       = errors.New(`reading: "seq" must be a non-negative integer`)
+	ErrTooDeep   = errors.New("reading: payload nested deeper than 64 objects and arrays")
+	// ErrNamedTwice is a payload whose object has more than one member
+	// that encoding/json takes for "device" (or "seq"): it keeps the last,
+	// with case folded ("Device", "DEVICE"), while most readers of the
+	// stored payload take the one spelt "device", or the first, or refuse it.
+	ErrNamedTwice = errors.New(`reading: "device" or "seq" named more than once`)
 )
 
 // Reading is what the gateway needs from a valid payload.
@@ -66,6 +82,11 @@ func Parse(payload []byte, maxBytes int) (Reading, error) {
 // parseSlow is Parse with encoding/json, for every payload parseFast leaves
 // to it: it decides the hard cases and says what is wrong.
 func parseSlow(payload []byte) (Reading, error) {
+	if i := invalidUTF8(payload); i >= 0 {
+		// encoding/json takes it, and the sink would store it as it is:
+		// JSON that readers in most other languages refuse (RFC 8259 §8.1).
+		return Reading{}, fmt.Errorf("%w: invalid UTF-8 at byte %d", ErrNotJSON, i)
+	}
 	var head struct {
 		Device *string          `json:"device"`
 		Seq    *json.RawMessage `json:"seq"`
@@ -87,8 +108,14 @@ func parseSlow(payload []byte) (Reading, error) {
 	if firstByte(payload) != '{' { // null decodes into the struct without error
 		return Reading{}, ErrNotObject
 	}
+	if tooDeep(payload) {
+		return Reading{}, ErrTooDeep
+	}
 	if head.Device == nil || !validDevice(*head.Device) {
 		return Reading{}, ErrDevice
+	}
+	if dev, seq := named(payload); dev > 1 || seq > 1 {
+		return Reading{}, fmt.Errorf("%w: device %d times, seq %d times", ErrNamedTwice, dev, seq)
 	}
 	if head.Seq == nil {
 		return Reading{}, fmt.Errorf("%w: missing", ErrSeq)
@@ -103,6 +130,74 @@ func parseSlow(payload []byte) (Reading, error) {
 		return Reading{}, fmt.Errorf("%w: %v", ErrNotJSON, err)
 	}
 	return Reading{Device: *head.Device, Seq: seq, Compact: buf.Bytes()}, nil
+}
+
+// invalidUTF8 returns the offset of the first byte of b that is not valid
+// UTF-8, or -1.
+func invalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
+}
+
+// named counts the members of the object in payload (valid JSON) that
+// encoding/json takes for "device" and for "seq": names equal to them under
+// Unicode case folding, escapes decoded.
+func named(payload []byte) (device, seq int) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	if _, err := dec.Token(); err != nil { // '{'
+		return 0, 0
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return device, seq
+		}
+		switch name, _ := t.(string); {
+		case strings.EqualFold(name, "device"):
+			device++
+		case strings.EqualFold(name, "seq"):
+			seq++
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return device, seq
+		}
+	}
+	return device, seq
+}
+
+// tooDeep reports whether the valid JSON in b nests objects and arrays
+// deeper than MaxDepth.
+func tooDeep(b []byte) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range b {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped = c == '\\'
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > MaxDepth {
+				return true
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
 }
 
 func firstByte(b []byte) byte {

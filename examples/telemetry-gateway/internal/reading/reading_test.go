@@ -55,6 +55,68 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestParseRefusesDeepNesting: a reading nested 10,000 deep (20 kB, under
+// the payload limit) was accepted, stored and acknowledged, and its record,
+// one level deeper, was then beyond encoding/json's limit: the sink counted
+// its own line as corrupt when it reopened the file, forgot the id, and
+// Summarize and ReadAll could not read it.
+func TestParseRefusesDeepNesting(t *testing.T) {
+	nested := func(depth int) []byte {
+		return []byte(`{"device":"d7","seq":1,"n":` + strings.Repeat("[", depth-1) + `"[{\"]"` + strings.Repeat("]", depth-1) + `}`)
+	}
+	_, err := Parse(nested(MaxDepth), 0)
+	require.NoError(t, err, "nested MaxDepth deep, brackets in a string not counted")
+	for _, depth := range []int{MaxDepth + 1, 10_000} {
+		_, err = Parse(nested(depth), 0)
+		assert.ErrorIs(t, err, ErrTooDeep, "nested %d deep", depth)
+	}
+}
+
+// TestParseRefusesDeviceOrSeqNamedTwice: encoding/json folds case and keeps
+// the last of repeated names, so {"device":"victim","Device":"d7",...} from
+// client d7 was accepted as d7's, and its payload stored as sent: a consumer
+// reading payload["device"] (Python, JavaScript) found "victim", and one that
+// refuses repeated fields (serde_json's structs) could not read it at all.
+func TestParseRefusesDeviceOrSeqNamedTwice(t *testing.T) {
+	for _, in := range []string{
+		`{"device":"victim","Device":"d7","seq":1}`,
+		`{"device":"victim","device":"d7","seq":1}`,
+		`{"dev\u0069ce":"victim","device":"d7","seq":1}`,
+		`{"device":"d7","seq":1,"SEQ":2}`,
+		`{"device":"d7","seq":1,"ſeq":2}`,
+	} {
+		_, err := Parse([]byte(in), 0)
+		assert.ErrorIs(t, err, ErrNamedTwice, "%s", in)
+	}
+	r, err := Parse([]byte(`{"Device":"d7","seq":1,"x":{"device":"other","seq":2}}`), 0)
+	require.NoError(t, err, "once each at the top, under any case, and again inside a member")
+	assert.Equal(t, "d7", r.Device)
+}
+
+// TestParseRefusesInvalidUTF8: encoding/json takes bytes that are not UTF-8
+// in a string as they are, and so did Parse; the sink then stored them in
+// the record, which RFC 8259 §8.1 says is not JSON to exchange: a consumer in
+// Python (json.loads of the bytes) or Rust (serde_json) could not read the
+// acknowledged reading. Valid UTF-8 still takes the fast way.
+func TestParseRefusesInvalidUTF8(t *testing.T) {
+	for _, in := range []string{
+		`{"device":"d7","seq":1,"s":"` + "\xff" + `"}`,
+		`{"device":"d7","seq":1,"s":"` + "\xc3" + `"}`,         // cut short
+		`{"device":"d7","seq":1,"s":"` + "\xed\xa0\x80" + `"}`, // a surrogate
+		`{"device":"d7","seq":1,"` + "\xc0\xaf" + `":1}`,       // overlong, in a name
+	} {
+		_, err := Parse([]byte(in), 0)
+		assert.ErrorIs(t, err, ErrNotJSON, "%q", in)
+		assert.ErrorContains(t, err, "invalid UTF-8 at byte ", "%q", in)
+	}
+	in := []byte(`{"device":"d7","seq":1,"place":"Zürich 東京 🌡"}`)
+	_, ok := parseFast(in)
+	assert.True(t, ok, "valid UTF-8 takes the fast way")
+	r, err := Parse(in, 0)
+	require.NoError(t, err)
+	assert.Equal(t, string(in), string(r.Compact))
+}
+
 func TestParseSyntaxErrorSaysWhere(t *testing.T) {
 	_, err := Parse([]byte(`{"device":"d7","seq":1,}`), 0)
 	assert.ErrorContains(t, err, "at byte 24", "the error names the offset")

@@ -3,11 +3,12 @@ package reading
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // maxFastDepth is the deepest nesting parseFast handles; deeper payloads go
-// to encoding/json, whose own limit is 10,000.
-const maxFastDepth = 64
+// to parseSlow, which refuses them.
+const maxFastDepth = MaxDepth
 
 // parseFast is Parse for the payloads devices send: one pass over the bytes
 // that validates the JSON, removes insignificant white space and picks out
@@ -81,9 +82,8 @@ func (h *head) member(key []byte, plain bool, val []byte) bool {
 	return true
 }
 
-// scanner validates JSON (RFC 8259, as encoding/json's scanner: bytes above
-// 0x7f in strings are taken as they are) and appends it to out without
-// insignificant white space, as json.Compact does.
+// scanner validates JSON (RFC 8259, strings in UTF-8) and appends it to out
+// without insignificant white space, as json.Compact does.
 type scanner struct {
 	in    []byte
 	i     int
@@ -254,11 +254,19 @@ func (s *scanner) str() (plain, ok bool) {
 			default:
 				return false, false
 			}
-		default:
-			if c > 0x7e {
-				plain = false
-			}
+		case c < 0x7f:
 			s.i++
+		default:
+			plain = false
+			if c >= utf8.RuneSelf {
+				r, size := utf8.DecodeRune(s.in[s.i:])
+				if r == utf8.RuneError && size == 1 {
+					return false, false
+				}
+				s.i += size
+			} else {
+				s.i++
+			}
 		}
 	}
 	return false, false

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -180,6 +181,58 @@ func TestFsyncFailureIsNeverAcknowledged(t *testing.T) {
 	assert.ErrorIs(t, s.Healthy(), ErrFailed)
 	assert.ErrorIs(t, s.Close(), ErrFailed)
 	assert.Zero(t, s.Stats().Records, "no record counted as stored")
+}
+
+// TestFailedFsyncIsCutFromTheFile pins fsyncgate across a restart: the
+// lines a failed fsync covered are cut from the file. They were never
+// acknowledged, and after the failure the kernel may have dropped their
+// pages while a reader still sees them: a sink opened on the file again (the
+// gateway restarted on the same machine) would otherwise take the device's
+// redelivery for a duplicate of a copy that is not on disk, and acknowledge it
+// without writing it.
+func TestFailedFsyncIsCutFromTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sink.jsonl")
+	s := open(t, path, SyncFsync)
+	_, err := s.Append(t.Context(), rec("a", 1))
+	require.NoError(t, err)
+	w := watch(s)
+	w.syncHook = func(int) error { return errors.New("EIO") }
+	_, err = s.Append(t.Context(), rec("a", 2))
+	require.ErrorIs(t, err, ErrFailed)
+	require.ErrorIs(t, s.Close(), ErrFailed)
+
+	s = open(t, path, SyncFsync)
+	defer s.Close()
+	assert.EqualValues(t, 1, s.Stats().Existing, "only the record whose fsync succeeded is in the file")
+	r, err := s.Append(t.Context(), rec("a", 2))
+	require.NoError(t, err)
+	assert.False(t, r.Duplicate, "the redelivery of the record whose fsync failed was not written")
+}
+
+// TestOpenSyncsWhatItFinds: the file may hold lines that were written and
+// never synced (the last process was killed between a write and its fsync,
+// and never acknowledged them). Open syncs the file before a redelivery of
+// such a record is answered as a duplicate: otherwise that acknowledgement
+// would rest on a copy that a power loss soon after the restart still takes
+// away.
+func TestOpenSyncsWhatItFinds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sink.jsonl")
+	line, err := rec("a", 1).AppendJSON(nil)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, append(line, '\n'), 0o644)) // written, not synced
+	var w *fileWatch
+	s, err := openWith(Config{Path: path}, func(s *Sink) { w = watch(s) })
+	require.NoError(t, err)
+	defer s.Close()
+	synced := make(chan int, 1)
+	require.NoError(t, s.Submit(t.Context(), rec("a", 1), func(r Result, err error) {
+		assert.NoError(t, err)
+		assert.True(t, r.Duplicate)
+		w.mu.Lock()
+		synced <- w.syncs
+		w.mu.Unlock()
+	}))
+	assert.Positive(t, <-synced, "fsyncs before the duplicate was answered")
 }
 
 // TestSubmitAllocs: a record costs the sink no allocation of its own on its

@@ -16,10 +16,14 @@
 // back to the last complete line, and after any write or fsync failure the
 // sink refuses every later record (Healthy reports the error): after a failed
 // fsync the kernel may have dropped the dirty pages, so nothing written since
-// the last good fsync can be trusted, and the gateway must stop acknowledging.
+// the last good fsync can be trusted, and the gateway must stop acknowledging;
+// the lines the failed fsync covered are cut off.
 // At Open a torn last line (a crash in the middle of a write, never
-// acknowledged) is cut off. Open reads the file in bounded memory, whatever
-// it holds: a line longer than MaxLineBytes is skipped, not buffered, and
+// acknowledged) is cut off, and under SyncFsync the file is synced before
+// anything is answered: it may hold lines the last process wrote and never
+// synced, which a redelivery would otherwise find as duplicates. Open reads
+// the file in bounded memory, whatever it holds: a line longer than
+// MaxLineBytes is skipped, not buffered, and
 // counted as corrupt when it is complete (Stats.Corrupt), as is any other
 // complete line that is not a record; such lines are kept, never rewritten.
 // Open refuses a path that is not a regular file (a device such as /dev/zero
@@ -254,8 +258,13 @@ func (r *request) answer(dup bool, err error) {
 }
 
 // Open opens (or creates) the file, cuts off a torn last line, rebuilds the
-// duplicate index from the records in it, and starts the committer.
-func Open(cfg Config) (*Sink, error) {
+// duplicate index from the records in it, syncs it (SyncFsync), and starts
+// the committer.
+func Open(cfg Config) (*Sink, error) { return openWith(cfg, nil) }
+
+// openWith is Open; wrap, when not nil, sees the sink before it reads the
+// file, so that a test can watch its writes and fsyncs from the start.
+func openWith(cfg Config, wrap func(*Sink)) (*Sink, error) {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = DefaultMaxBatch
 	}
@@ -293,6 +302,9 @@ func Open(cfg Config) (*Sink, error) {
 	for range batchesInFlight {
 		s.free <- &batch{reqs: make([]*request, 0, cfg.MaxBatch), dup: make([]bool, 0, cfg.MaxBatch)}
 	}
+	if wrap != nil {
+		wrap(s)
+	}
 	if err := s.recover(); err != nil {
 		f.Close()
 		return nil, err
@@ -320,7 +332,10 @@ func kind(m os.FileMode) string {
 // recover scans the file: every complete line that is a record feeds the
 // index, other complete lines are counted, and a last line without its
 // newline is cut off. It holds at most MaxLineBytes of a line: the rest of a
-// longer one is read and dropped.
+// longer one is read and dropped. Under SyncFsync it then syncs the file:
+// the last process may have stopped between a write and its fsync, and a
+// redelivery of a record in such a line must not be answered as a duplicate
+// while the line may still be lost.
 func (s *Sink) recover() error {
 	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
 		return err
@@ -349,8 +364,10 @@ func (s *Sink) recover() error {
 			if err := s.f.Truncate(off); err != nil {
 				return fmt.Errorf("sink: cutting torn last line: %w", err)
 			}
-			if err := s.f.Sync(); err != nil {
-				return err
+		}
+		if n > 0 || s.cfg.Sync == SyncFsync {
+			if err := s.sync(); err != nil {
+				return fmt.Errorf("sink: %w", err)
 			}
 		}
 		s.size = off
@@ -531,6 +548,12 @@ func (s *Sink) commit() {
 		if b.err == nil && b.records > 0 && s.cfg.Sync == SyncFsync {
 			start := time.Now()
 			if err := s.sync(); err != nil {
+				// The batch was never acknowledged, and after a failed
+				// fsync its pages may be gone from the disk while a
+				// reader still sees them: cut its lines, so that a sink
+				// opened on the file again does not take their
+				// redelivery for a duplicate.
+				_ = s.f.Truncate(s.size - int64(b.buf.Len()))
 				b.err = s.fail(err)
 			}
 			b.wrote += time.Since(start)
