@@ -72,8 +72,9 @@ type Config struct {
 	AllowedOrigins []clientip.Origin
 	// Path is the endpoint; "" means DefaultPath.
 	Path string
-	// ReadHeaderTimeout bounds reading the upgrade request; zero means
-	// DefaultReadHeaderTimeout.
+	// ReadHeaderTimeout bounds reading the upgrade request, and any other
+	// request with its body, and the wait for the next request on a kept-alive
+	// connection; zero means DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
 	// OnRefuse, when set, is called for each upgrade request the listener
 	// refuses, from the request's goroutine.
@@ -157,9 +158,15 @@ func New(cfg Config) (*Listener, error) {
 	l.srv = &http.Server{
 		Handler:           l,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		MaxHeaderBytes:    16 << 10,
-		ConnContext:       connContext,
-		ErrorLog:          log.New(io.Discard, "", 0),
+		// An upgrade request has no body: ReadTimeout bounds the body of
+		// a request that is refused (the server reads it before the next
+		// request), and, as IdleTimeout is zero, the wait for that next
+		// request. Upgraded connections are the chain's: gorilla clears
+		// the deadlines when it hijacks them.
+		ReadTimeout:    cfg.ReadHeaderTimeout,
+		MaxHeaderBytes: 16 << 10,
+		ConnContext:    connContext,
+		ErrorLog:       log.New(io.Discard, "", 0),
 	}
 	go func() {
 		defer close(l.served)

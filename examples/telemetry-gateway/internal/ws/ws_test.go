@@ -270,3 +270,31 @@ func TestDeadlinesBesideWrites(t *testing.T) {
 	}
 	<-done
 }
+
+// TestHostileHTTPConnectionsAreBounded: the listener faces whatever reaches
+// the ingress's port, so a connection that is not an upgrade is held no
+// longer than ReadHeaderTimeout: one that idles after a refused request
+// (keep-alive slot hoarding, slowloris between requests), and one that
+// trickles the body of a refused request, which the HTTP server would
+// otherwise wait for without a deadline before answering the next.
+func TestHostileHTTPConnectionsAreBounded(t *testing.T) {
+	tests := []struct{ name, request string }{
+		{"idle after a refused request", "GET /health HTTP/1.1\r\nHost: gw\r\n\r\n"},
+		{"slow body of a refused request", "POST /mqtt HTTP/1.1\r\nHost: gw\r\nContent-Length: 1000\r\n\r\nx"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := listen(t, false, func(c *Config) { c.ReadHeaderTimeout = 200 * time.Millisecond })
+			c, err := net.Dial("tcp", f.addr)
+			require.NoError(t, err)
+			defer c.Close()
+			_, err = c.Write([]byte(tt.request))
+			require.NoError(t, err)
+			// The client's own deadline only keeps a failing test from
+			// hanging: the listener must close the connection long before.
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+			_, err = io.ReadAll(c)
+			assert.NoError(t, err, "the listener closes the connection (EOF), not the client's deadline")
+		})
+	}
+}
