@@ -51,6 +51,7 @@ var (
 	ErrNoSubprotocol  = errors.New("ws: the client does not offer the mqtt subprotocol")
 	ErrCrossOrigin    = errors.New("ws: cross-origin WebSocket from an origin that is not allowed")
 	ErrHostNotAllowed = errors.New("ws: the request's host is not one the gateway answers to")
+	ErrBadHandshake   = errors.New("ws: bad WebSocket handshake")
 )
 
 // Config configures a Listener.
@@ -96,12 +97,12 @@ type Refusal struct {
 }
 
 // Reason names why the request was refused, for metrics: "not_upgrade",
-// "no_subprotocol", "cross_origin" or "host_not_allowed".
+// "no_subprotocol", "cross_origin", "host_not_allowed" or "bad_handshake".
 func (r Refusal) Reason() string {
 	for _, k := range []struct {
 		err  error
 		name string
-	}{{ErrNotUpgrade, "not_upgrade"}, {ErrNoSubprotocol, "no_subprotocol"}, {ErrCrossOrigin, "cross_origin"}, {ErrHostNotAllowed, "host_not_allowed"}} {
+	}{{ErrNotUpgrade, "not_upgrade"}, {ErrNoSubprotocol, "no_subprotocol"}, {ErrCrossOrigin, "cross_origin"}, {ErrHostNotAllowed, "host_not_allowed"}, {ErrBadHandshake, "bad_handshake"}} {
 		if errors.Is(r.Err, k.err) {
 			return k.name
 		}
@@ -238,7 +239,13 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(status, err)
 		return
 	}
-	ws, err := l.upgrader.Upgrade(w, r, nil) // it answers a bad handshake itself
+	u := l.upgrader
+	u.Error = func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+		// RFC 6455 §4.4: the versions the server speaks, with the refusal.
+		w.Header().Set("Sec-WebSocket-Version", "13")
+		refuse(status, fmt.Errorf("%w: %w", ErrBadHandshake, reason))
+	}
+	ws, err := u.Upgrade(w, r, nil)
 	if err != nil {
 		return
 	}
