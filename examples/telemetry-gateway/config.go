@@ -360,6 +360,9 @@ func (o *options) check(from, given map[string]string) []error {
 				bad(f.name, f.v, "contradicts %s: the load balancer terminates TLS and requires client certificates", from["tls-at-lb"])
 			}
 		}
+		if o.wsAddr != "" {
+			bad("ws-addr", o.wsAddr, "contradicts %s: every CONNECT then needs a client certificate the load balancer verified, which no MQTT-over-WebSocket connection carries", from["tls-at-lb"])
+		}
 	}
 	switch o.tlsClientAuth {
 	case "":

@@ -145,6 +145,8 @@ func TestUsageErrors(t *testing.T) {
 			"-tls-cert c.pem: contradicts -tls-at-lb"},
 		{"TLS at the load balancer and client certificates asked by the gateway", []string{"-tls-at-lb", "-proxy-trusted", "10.0.0.1", "-tls-client-ca", "ca.pem", "-tls-client-auth", "require"}, nil,
 			"-tls-client-auth require: contradicts -tls-at-lb"},
+		{"TLS at the load balancer beside WebSocket", []string{"-tls-at-lb", "-proxy-trusted", "10.0.0.1", "-ws-addr", ":8081"}, nil,
+			"-ws-addr :8081: contradicts -tls-at-lb"},
 		{"an allowed origin with a path", []string{"-ws-origins", "https://dash.example/app"}, nil, `-ws-origins "https://dash.example/app": "https://dash.example/app": want scheme://host[:port]`},
 		{"a WebSocket host that is no host", []string{"-ws-hosts", "iot.example,a b/c"}, nil, `-ws-hosts "iot.example,a b/c":`},
 		{"a scheme header nobody trusted writes", []string{"-ws-proto-header", "X-Forwarded-Proto"}, nil, `-ws-proto-header "X-Forwarded-Proto": want one header name, written by the proxies of -ws-trusted`},

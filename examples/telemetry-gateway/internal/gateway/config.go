@@ -227,6 +227,11 @@ func (cfg *Config) check() error {
 	if cfg.TLS != nil && cfg.LBTLS != nil {
 		errs = append(errs, errors.New("TLS and LBTLS contradict each other: TLS terminates at the gateway or at the load balancer"))
 	}
+	if cfg.LBTLS != nil && cfg.WSAddr != "" {
+		// Connect would refuse every WebSocket device for want of a
+		// certificate it cannot present, blaming the load balancer.
+		errs = append(errs, errors.New("LBTLS and WSAddr contradict each other: with TLS at the load balancer every CONNECT needs a client certificate it verified, which no MQTT-over-WebSocket connection carries"))
+	}
 	if err := checkClientAuth(cfg.TLS); err != nil {
 		errs = append(errs, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/chain"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/pki"
 	"github.com/sourceip/sourceip/examples/telemetry-gateway/internal/sink"
 	"github.com/stretchr/testify/assert"
@@ -36,6 +37,7 @@ func TestNewRefusesUnsafeConfig(t *testing.T) {
 		{"any certificate", func(c *Config) { c.TLS = tlsWith(tls.RequireAnyClientCert, pool) }, "accepts client certificates without verifying them"},
 		{"requested, never verified", func(c *Config) { c.TLS = tlsWith(tls.RequestClientCert, nil) }, "accepts client certificates without verifying them"},
 		{"unknown client auth", func(c *Config) { c.TLS = tlsWith(tls.ClientAuthType(42), pool) }, "TLS ClientAuth 42: unknown"},
+		{"TLS at the load balancer beside WebSocket", func(c *Config) { c.TLS, c.LBTLS, c.WSAddr = nil, &chain.LBTLSConfig{}, "127.0.0.1:0" }, "LBTLS and WSAddr contradict"},
 		{"NaN rate", func(c *Config) { c.RateLimit = math.NaN() }, "RateLimit NaN"},
 		{"negative rate", func(c *Config) { c.RateLimit = -1 }, "RateLimit -1"},
 		{"negative burst", func(c *Config) { c.RateBurst = -1 }, "RateBurst -1"},

@@ -282,6 +282,13 @@ func (g *Gateway) whoami(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// sideTimeout bounds each request to the admin and kube health servers,
+// headers and body, and (as their IdleTimeout is zero) the wait for the next
+// request on a kept-alive connection: probes and scrapes take milliseconds,
+// and a peer that idles or trickles must not hold a descriptor the device
+// listeners share.
+const sideTimeout = 5 * time.Second
+
 func (g *Gateway) startAdmin() error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
@@ -304,7 +311,7 @@ func (g *Gateway) startAdmin() error {
 	if g.adminLn, err = net.Listen("tcp", g.cfg.AdminAddr); err != nil {
 		return fmt.Errorf("gateway: admin listener: %w", err)
 	}
-	g.adminSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	g.adminSrv = &http.Server{Handler: mux, ReadHeaderTimeout: sideTimeout, ReadTimeout: sideTimeout}
 	g.serve(g.adminSrv, g.adminLn)
 	return nil
 }
@@ -340,7 +347,7 @@ func (g *Gateway) startKubeHealth() error {
 		return err
 	}
 	g.kubeLn = pl
-	g.kubeSrv = &http.Server{Handler: hs, ReadHeaderTimeout: 5 * time.Second}
+	g.kubeSrv = &http.Server{Handler: hs, ReadHeaderTimeout: sideTimeout, ReadTimeout: sideTimeout}
 	g.serve(g.kubeSrv, g.kubeLn)
 	return nil
 }

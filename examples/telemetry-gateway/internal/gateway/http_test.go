@@ -168,6 +168,38 @@ func TestAdmin(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
+// TestSideServersBoundHostileConnections: the admin and kube health
+// servers hold no connection past sideTimeout, whether its peer idles after
+// a probe (keep-alive slot hoarding) or trickles a request body: either
+// would let anyone who reaches those ports use up the descriptors the
+// device listeners share.
+func TestSideServersBoundHostileConnections(t *testing.T) {
+	e := start(t, func(c *Config) {
+		c.AdminAddr = "127.0.0.1:0"
+		c.KubeHealthAddr = "127.0.0.1:0"
+		c.KubeService = "iot/mqtt-gw"
+	})
+	for _, srv := range []struct{ name, addr, path string }{{"admin", e.g.AdminAddr(), "/livez"}, {"kube health", e.g.KubeHealthAddr(), "/healthz"}} {
+		for _, tt := range []struct{ name, request string }{
+			{"idle after a probe", "GET " + srv.path + " HTTP/1.1\r\nHost: gw\r\n\r\n"},
+			{"slow body", "POST " + srv.path + " HTTP/1.1\r\nHost: gw\r\nContent-Length: 1000\r\n\r\nx"},
+		} {
+			t.Run(srv.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				c, err := net.Dial("tcp", srv.addr)
+				require.NoError(t, err)
+				defer c.Close()
+				_, err = io.WriteString(c, tt.request)
+				require.NoError(t, err)
+				// The client's deadline only keeps a failing test from hanging.
+				require.NoError(t, c.SetReadDeadline(time.Now().Add(6*sideTimeout)))
+				_, err = io.ReadAll(c)
+				assert.NoError(t, err, "the server closes the connection (EOF), not the client's deadline")
+			})
+		}
+	}
+}
+
 // TestShutdownDisconnectsAndCommits: MQTT 5 clients are told the server is
 // shutting down, and every acknowledged reading is in the sink afterwards.
 func TestShutdownDisconnectsAndCommits(t *testing.T) {

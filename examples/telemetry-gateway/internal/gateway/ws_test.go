@@ -210,3 +210,30 @@ func TestWebSocketBehindPROXY(t *testing.T) {
 	require.Error(t, err, "a PROXY header from a peer that is not a trusted load balancer")
 	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy", "rejection.reason": "untrusted_header"})
 }
+
+// TestWebSocketHeaderlessLoadBalancerIsNoIngress: spoofing trick. With an
+// ingress (WSTrusted, whose X-Forwarded-For is read) and load balancers that
+// send PROXY headers (WSProxyTrusted) on one chain, and headerless
+// connections from those load balancers allowed (their health checks, or
+// pods that kube-proxy short-circuits past the load balancer, arriving from
+// a node address), such a connection must not be read as if an ingress had
+// written its X-Forwarded-For: a load balancer passes the client's bytes
+// on, so the header is the client's own claim (PROXY protocol spec §2: a
+// receiver must not guess whether a header is present).
+func TestWebSocketHeaderlessLoadBalancerIsNoIngress(t *testing.T) {
+	e := start(t, func(c *Config) {
+		c.WSAddr = "127.0.0.1:0"
+		c.WSTrusted = clientip.MustParsePrefixSet(ingressAddr)
+		c.WSProxyTrusted = clientip.MustParsePrefixSet(lbAddr.String())
+		c.ProxyHeaderless = proxyproto.HeaderlessAllow
+	})
+	conn, _, err := wsDial(t, "ws://"+e.g.WSAddr()+"/mqtt", lbAddr.String(), http.Header{"X-Forwarded-For": {"203.0.113.9"}})
+	if err != nil {
+		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy"})
+		return
+	}
+	_, _, _ = connect5(t, conn, "wsh1")
+	line := e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "wsh1"})
+	got, _ := field(line, "clientip.client")
+	assert.NotEqual(t, "203.0.113.9", got, "the client's own X-Forwarded-For was believed: %v", line)
+}

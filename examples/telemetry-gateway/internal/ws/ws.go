@@ -51,6 +51,7 @@ var (
 	ErrNoSubprotocol  = errors.New("ws: the client does not offer the mqtt subprotocol")
 	ErrCrossOrigin    = errors.New("ws: cross-origin WebSocket from an origin that is not allowed")
 	ErrHostNotAllowed = errors.New("ws: the request's host is not one the gateway answers to")
+	ErrBadHandshake   = errors.New("ws: bad WebSocket handshake")
 )
 
 // Config configures a Listener.
@@ -62,6 +63,12 @@ type Config struct {
 	// Trust is the chain's trust: the ingress proxies (and load balancers)
 	// whose forwarding header and PROXY header are believed. Required.
 	Trust clientip.Trust
+	// Upstreams are the load balancers whose PROXY headers Inner believes
+	// (its proxyproto.Config.Upstreams). A connection of theirs without a
+	// header (under proxyproto.HeaderlessAllow) carries the client's bytes
+	// as they came: its forwarding header is the client's own claim, so it
+	// is not read and the connection names no client (clientip.ErrAllTrusted).
+	Upstreams clientip.PrefixSet
 	// Origin reads the request's own origin (its scheme and host as the
 	// trusted ingress reported them) and holds the hosts the gateway answers
 	// to (AllowedHosts); nil reads the request's own scheme and Host and
@@ -72,8 +79,9 @@ type Config struct {
 	AllowedOrigins []clientip.Origin
 	// Path is the endpoint; "" means DefaultPath.
 	Path string
-	// ReadHeaderTimeout bounds reading the upgrade request; zero means
-	// DefaultReadHeaderTimeout.
+	// ReadHeaderTimeout bounds reading the upgrade request, and any other
+	// request with its body, and the wait for the next request on a kept-alive
+	// connection; zero means DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
 	// OnRefuse, when set, is called for each upgrade request the listener
 	// refuses, from the request's goroutine.
@@ -95,12 +103,12 @@ type Refusal struct {
 }
 
 // Reason names why the request was refused, for metrics: "not_upgrade",
-// "no_subprotocol", "cross_origin" or "host_not_allowed".
+// "no_subprotocol", "cross_origin", "host_not_allowed" or "bad_handshake".
 func (r Refusal) Reason() string {
 	for _, k := range []struct {
 		err  error
 		name string
-	}{{ErrNotUpgrade, "not_upgrade"}, {ErrNoSubprotocol, "no_subprotocol"}, {ErrCrossOrigin, "cross_origin"}, {ErrHostNotAllowed, "host_not_allowed"}} {
+	}{{ErrNotUpgrade, "not_upgrade"}, {ErrNoSubprotocol, "no_subprotocol"}, {ErrCrossOrigin, "cross_origin"}, {ErrHostNotAllowed, "host_not_allowed"}, {ErrBadHandshake, "bad_handshake"}} {
 		if errors.Is(r.Err, k.err) {
 			return k.name
 		}
@@ -157,9 +165,15 @@ func New(cfg Config) (*Listener, error) {
 	l.srv = &http.Server{
 		Handler:           l,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		MaxHeaderBytes:    16 << 10,
-		ConnContext:       connContext,
-		ErrorLog:          log.New(io.Discard, "", 0),
+		// An upgrade request has no body: ReadTimeout bounds the body of
+		// a request that is refused (the server reads it before the next
+		// request), and, as IdleTimeout is zero, the wait for that next
+		// request. Upgraded connections are the chain's: gorilla clears
+		// the deadlines when it hijacks them.
+		ReadTimeout:    cfg.ReadHeaderTimeout,
+		MaxHeaderBytes: 16 << 10,
+		ConnContext:    connContext,
+		ErrorLog:       log.New(io.Discard, "", 0),
 	}
 	go func() {
 		defer close(l.served)
@@ -206,9 +220,13 @@ func (l *Listener) Addr() net.Addr { return l.cfg.Inner.Addr() }
 // and hands the connection to Accept.
 func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	raw, _ := r.Context().Value(connKey{}).(net.Conn)
-	res, rerr := proxyproto.ResolverFromConn(raw, l.cfg.Trust).ResolveRequest(r)
-	ref := Refusal{Result: res, ResolveErr: rerr, Path: r.URL.Path, Host: r.Host, Origin: r.Header.Get("Origin")}
-	ref.Facts, _ = proxyproto.FactsFromContext(r.Context())
+	rv := proxyproto.ResolverFromConn(raw, l.cfg.Trust)
+	res, rerr := rv.ResolveRequest(r)
+	facts, hasFacts := proxyproto.FactsFromContext(r.Context())
+	if hasFacts && facts.Version == 0 && l.cfg.Upstreams.Contains(facts.Peer.Addr()) {
+		res, rerr = rv.Resolve(facts.Transport(), nil) // see Config.Upstreams
+	}
+	ref := Refusal{Result: res, ResolveErr: rerr, Path: r.URL.Path, Host: r.Host, Origin: r.Header.Get("Origin"), Facts: facts}
 	refuse := func(status int, err error) {
 		ref.Status, ref.Err = status, err
 		if l.cfg.OnRefuse != nil {
@@ -231,7 +249,13 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(status, err)
 		return
 	}
-	ws, err := l.upgrader.Upgrade(w, r, nil) // it answers a bad handshake itself
+	u := l.upgrader
+	u.Error = func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+		// RFC 6455 §4.4: the versions the server speaks, with the refusal.
+		w.Header().Set("Sec-WebSocket-Version", "13")
+		refuse(status, fmt.Errorf("%w: %w", ErrBadHandshake, reason))
+	}
+	ws, err := u.Upgrade(w, r, nil)
 	if err != nil {
 		return
 	}

@@ -239,6 +239,54 @@ func check(t *testing.T, f *fixture, c *websocket.Conn, resp *http.Response, err
 	}
 }
 
+// TestBadHandshakeReported: an upgrade request that passes the listener's
+// own checks but breaks RFC 6455 §4.1 (not GET, another protocol version, no
+// valid Sec-WebSocket-Key) is refused with its reason in the answer and in a
+// Refusal, not with a bare status nobody logs; a version mismatch is
+// answered with the version the server speaks (§4.4).
+func TestBadHandshakeReported(t *testing.T) {
+	f := listen(t, false, nil)
+	tests := []struct {
+		name, method, version, key string
+		status                     int
+		reason                     string
+	}{
+		{"not GET (§4.1 item 2)", http.MethodPost, "13", "dGhlIHNhbXBsZSBub25jZQ==", 405, "not GET"},
+		{"another protocol version (§4.4)", http.MethodGet, "8", "dGhlIHNhbXBsZSBub25jZQ==", 400, "unsupported version"},
+		{"no Sec-WebSocket-Key (§4.1 item 7)", http.MethodGet, "13", "", 400, "Sec-WebSocket-Key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, "http://"+f.addr+"/mqtt", nil)
+			require.NoError(t, err)
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", "websocket")
+			req.Header.Set("Sec-WebSocket-Protocol", Subprotocol)
+			req.Header.Set("Sec-WebSocket-Version", tt.version)
+			if tt.key != "" {
+				req.Header.Set("Sec-WebSocket-Key", tt.key)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			assert.Equal(t, tt.status, resp.StatusCode)
+			assert.Contains(t, string(body), tt.reason, "the answer says why")
+			assert.Equal(t, "13", resp.Header.Get("Sec-WebSocket-Version"))
+			select {
+			case r := <-f.refusals:
+				assert.ErrorIs(t, r.Err, ErrBadHandshake)
+				assert.ErrorContains(t, r.Err, tt.reason)
+				assert.Equal(t, tt.status, r.Status)
+				assert.Equal(t, "bad_handshake", r.Reason())
+			default: // OnRefuse runs before the answer is written
+				assert.Fail(t, "no refusal reported")
+			}
+		})
+	}
+}
+
 // TestDeadlinesBesideWrites: a server sets a connection's deadlines on its
 // reading goroutine while another goroutine writes (the ingest server
 // clears the CONNECT deadline once it has written the CONNACK, while it may
@@ -269,4 +317,32 @@ func TestDeadlinesBesideWrites(t *testing.T) {
 		require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
 	}
 	<-done
+}
+
+// TestHostileHTTPConnectionsAreBounded: the listener faces whatever reaches
+// the ingress's port, so a connection that is not an upgrade is held no
+// longer than ReadHeaderTimeout: one that idles after a refused request
+// (keep-alive slot hoarding, slowloris between requests), and one that
+// trickles the body of a refused request, which the HTTP server would
+// otherwise wait for without a deadline before answering the next.
+func TestHostileHTTPConnectionsAreBounded(t *testing.T) {
+	tests := []struct{ name, request string }{
+		{"idle after a refused request", "GET /health HTTP/1.1\r\nHost: gw\r\n\r\n"},
+		{"slow body of a refused request", "POST /mqtt HTTP/1.1\r\nHost: gw\r\nContent-Length: 1000\r\n\r\nx"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := listen(t, false, func(c *Config) { c.ReadHeaderTimeout = 200 * time.Millisecond })
+			c, err := net.Dial("tcp", f.addr)
+			require.NoError(t, err)
+			defer c.Close()
+			_, err = c.Write([]byte(tt.request))
+			require.NoError(t, err)
+			// The client's own deadline only keeps a failing test from
+			// hanging: the listener must close the connection long before.
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+			_, err = io.ReadAll(c)
+			assert.NoError(t, err, "the listener closes the connection (EOF), not the client's deadline")
+		})
+	}
 }
