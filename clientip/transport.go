@@ -37,6 +37,9 @@ type Transport struct {
 	// request without a forwarding header ([ErrAllTrusted] with Result.Via
 	// Peer, which middleware's Rule.AdmitInternal can admit, as health checks
 	// need) rather than read a header its client wrote. The proxyproto
-	// package sets it; false makes no claim.
+	// package sets it, also for a connection without a header from an
+	// upstream listed as a PROXY load balancer (proxyproto's
+	// Config.Upstreams under HeaderlessAllow: its bytes are relayed as they
+	// came); false makes no claim.
 	ProxyLocal bool
 }

@@ -68,7 +68,14 @@
 // exists for load balancers whose health checks connect without a header;
 // such connections are served with the load balancer as the peer, and clientip
 // reports them as coming from a trusted hop with no client (ErrAllTrusted)
-// rather than inventing one.
+// rather than inventing one. List the PROXY load balancers in Config.Upstreams
+// when the chain also trusts proxies that write forwarding headers: a
+// connection from a listed upstream without a header carries its client's
+// bytes as the load balancer relayed them, so the walk of an HTTP request on
+// it ends at the load balancer ([Facts].NoHeaderFromUpstream) instead of
+// reading an X-Forwarded-For its client wrote. Without Upstreams the listener
+// cannot tell the load balancer from a proxy that writes the header, and such
+// a request's header is read as that proxy's.
 //
 // Connections from peers outside the trusted set that send no header are
 // direct clients and are served with their socket addresses. In Kubernetes,

@@ -44,6 +44,17 @@ type Facts struct {
 	// Transport passes it on, so clientip takes Peer for the client even if
 	// the trust changes while the connection is open.
 	PeerUntrusted bool
+
+	// NoHeaderFromUpstream reports that Peer is one of the listener's
+	// Config.Upstreams, the load balancers that speak PROXY, and sent no
+	// header (allowed under [HeaderlessAllow]). What follows is what the load
+	// balancer relayed as it came, so no trusted hop wrote any of it: a
+	// forwarding header in it is its client's own claim. Transport passes it
+	// on as clientip.Transport.ProxyLocal, so the walk ends at Peer
+	// (clientip.ErrAllTrusted) instead of reading that header. A listener
+	// without Upstreams cannot tell a PROXY load balancer from a proxy that
+	// writes forwarding headers and never sets it.
+	NoHeaderFromUpstream bool
 }
 
 // Transport returns exactly what clientip needs to resolve the connection:
@@ -58,6 +69,8 @@ func (f Facts) Transport() clientip.Transport {
 		t.Proxy = f.Source
 	case CommandLocal:
 		t.ProxyLocal = true
+	default:
+		t.ProxyLocal = f.NoHeaderFromUpstream
 	}
 	return t
 }

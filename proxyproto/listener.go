@@ -660,7 +660,9 @@ func (l *Listener) judge(hs *handshake) (outcome, bool) {
 			}
 			return outcome{reason: ReasonNoHeader, err: err}, true
 		}
-		return outcome{rest: clone(buf[:have])}, true
+		// A trusted peer is one of Upstreams when they are listed: a PROXY
+		// load balancer, which writes no forwarding header of its own.
+		return outcome{facts: Facts{NoHeaderFromUpstream: hs.trusted && l.upstreams.Len() > 0}, rest: clone(buf[:have])}, true
 	case k != frameMore && !hs.trusted && l.untrusted == UntrustedClose:
 		return outcome{version: ver, reason: ReasonUntrusted, err: ErrUntrustedHeader}, true
 	case errors.Is(ferr, errV2TooLong):

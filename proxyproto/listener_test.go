@@ -293,6 +293,28 @@ func TestListenerTrustedWithoutHeaderAllowed(t *testing.T) {
 	assertReads(t, sc, "GET")
 }
 
+// A load balancer listed in Upstreams (it speaks PROXY and writes no
+// forwarding header) that sends no header relays its client's bytes as they
+// came: the facts say so, and Transport ends the walk at the load balancer
+// (ProxyLocal) so that a forwarding header in those bytes is never read.
+// Without Upstreams the listener cannot tell such a load balancer from a
+// proxy that writes forwarding headers, and says nothing.
+func TestListenerUpstreamWithoutHeader(t *testing.T) {
+	for _, listed := range []bool{true, false} {
+		cfg := trustedLB()
+		cfg.Headerless = HeaderlessAllow
+		if listed {
+			cfg.Upstreams = clientip.MustParsePrefixSet(lbAddr + "/32")
+		}
+		s := newServer(t, cfg)
+		c := dial(t, lbAddr, s.addr())
+		c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+		f := s.accept(t).Facts()
+		assert.Equal(t, listed, f.NoHeaderFromUpstream, "Upstreams listed: %v", listed)
+		assert.Equal(t, listed, f.Transport().ProxyLocal, "Upstreams listed: %v", listed)
+	}
+}
+
 func TestListenerUntrustedHeaderClosed(t *testing.T) {
 	s := newServer(t, trustedLB())
 	for _, v := range []uint8{1, 2} {
