@@ -341,9 +341,7 @@ func (g *Gateway) startWS() error {
 		return fmt.Errorf("gateway: WebSocket listener: %w", err)
 	}
 	var inner net.Listener = tcp
-	var upstreams clientip.PrefixSet
 	if g.cfg.WSProxyTrusted.Len() > 0 {
-		upstreams = g.cfg.WSProxyTrusted
 		if inner, err = proxyproto.NewListener(tcp, proxyproto.Config{
 			Trust:             g.wsTrust,
 			Upstreams:         g.cfg.WSProxyTrusted,
@@ -355,7 +353,7 @@ func (g *Gateway) startWS() error {
 			return fmt.Errorf("gateway: WebSocket PROXY listener: %w", err)
 		}
 	}
-	wsl, err := ws.New(ws.Config{Inner: inner, Trust: g.wsTrust, Upstreams: upstreams, Origin: g.wsOrigin, AllowedOrigins: g.cfg.WSAllowedOrigins, OnRefuse: g.onWSRefuse})
+	wsl, err := ws.New(ws.Config{Inner: inner, Trust: g.wsTrust, Origin: g.wsOrigin, AllowedOrigins: g.cfg.WSAllowedOrigins, OnRefuse: g.onWSRefuse})
 	if err != nil {
 		inner.Close()
 		return fmt.Errorf("gateway: %w", err)

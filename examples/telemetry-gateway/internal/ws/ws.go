@@ -63,12 +63,6 @@ type Config struct {
 	// Trust is the chain's trust: the ingress proxies (and load balancers)
 	// whose forwarding header and PROXY header are believed. Required.
 	Trust clientip.Trust
-	// Upstreams are the load balancers whose PROXY headers Inner believes
-	// (its proxyproto.Config.Upstreams). A connection of theirs without a
-	// header (under proxyproto.HeaderlessAllow) carries the client's bytes
-	// as they came: its forwarding header is the client's own claim, so it
-	// is not read and the connection names no client (clientip.ErrAllTrusted).
-	Upstreams clientip.PrefixSet
 	// Origin reads the request's own origin (its scheme and host as the
 	// trusted ingress reported them) and holds the hosts the gateway answers
 	// to (AllowedHosts); nil reads the request's own scheme and Host and
@@ -220,12 +214,12 @@ func (l *Listener) Addr() net.Addr { return l.cfg.Inner.Addr() }
 // and hands the connection to Accept.
 func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	raw, _ := r.Context().Value(connKey{}).(net.Conn)
-	rv := proxyproto.ResolverFromConn(raw, l.cfg.Trust)
-	res, rerr := rv.ResolveRequest(r)
-	facts, hasFacts := proxyproto.FactsFromContext(r.Context())
-	if hasFacts && facts.Version == 0 && l.cfg.Upstreams.Contains(facts.Peer.Addr()) {
-		res, rerr = rv.Resolve(facts.Transport(), nil) // see Config.Upstreams
-	}
+	// A load balancer's connection without a header names no client when
+	// the PROXY listener under Inner lists its load balancers (proxyproto's
+	// Config.Upstreams, Facts.NoHeaderFromUpstream): its forwarding header
+	// is its client's own claim.
+	res, rerr := proxyproto.ResolverFromConn(raw, l.cfg.Trust).ResolveRequest(r)
+	facts, _ := proxyproto.FactsFromContext(r.Context())
 	ref := Refusal{Result: res, ResolveErr: rerr, Path: r.URL.Path, Host: r.Host, Origin: r.Header.Get("Origin"), Facts: facts}
 	refuse := func(status int, err error) {
 		ref.Status, ref.Err = status, err
