@@ -237,3 +237,29 @@ func TestWebSocketHeaderlessLoadBalancerIsNoIngress(t *testing.T) {
 	got, _ := field(line, "clientip.client")
 	assert.NotEqual(t, "203.0.113.9", got, "the client's own X-Forwarded-For was believed: %v", line)
 }
+
+// TestWebSocketLocalHeaderIsNoIngress: a v2 LOCAL header from the load
+// balancer (its own connection, a health check) names no client either, so
+// an X-Forwarded-For in the request behind it is not read (PROXY protocol
+// §2.2: with LOCAL the receiver must use the real connection endpoints).
+func TestWebSocketLocalHeaderIsNoIngress(t *testing.T) {
+	e := start(t, func(c *Config) {
+		c.WSAddr = "127.0.0.1:0"
+		c.WSTrusted = clientip.MustParsePrefixSet(ingressAddr)
+		c.WSProxyTrusted = clientip.MustParsePrefixSet(lbAddr.String())
+	})
+	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second, Subprotocols: []string{ws.Subprotocol},
+		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			nd := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IP(lbAddr.AsSlice())}}
+			return proxyproto.DialContext(ctx, nd, network, addr, proxyproto.Header{Version: 2, Command: proxyproto.CommandLocal})
+		}}
+	c, _, err := d.Dial("ws://"+e.g.WSAddr()+"/mqtt", http.Header{"X-Forwarded-For": {"203.0.113.9"}})
+	if err != nil {
+		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection failed", "stage": "proxy"})
+		return
+	}
+	_, _, _ = connect5(t, ws.NewConn(c), "wsl1")
+	line := e.logs.wait(t, 3*time.Second, map[string]string{"msg": "mqtt connection", "client_id": "wsl1"})
+	got, _ := field(line, "clientip.client")
+	assert.NotEqual(t, "203.0.113.9", got, "the client's own X-Forwarded-For was believed behind a LOCAL header: %v", line)
+}
