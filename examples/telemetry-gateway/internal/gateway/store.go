@@ -18,10 +18,11 @@ import (
 // only after a nil answer. A record the store can never hold is refused by
 // Submit with an error wrapping sink.ErrTooLarge: the gateway refuses the
 // reading (MQTT 5 PUBACK 0x83, HTTP 413) instead of taking the store for
-// failed and disconnecting its device, which would send it again for ever. done must be called from a goroutine that does
-// not wait for the gateway. Healthy returns nil while the store accepts
-// records (readiness reports its error), Stats its counters, and Close
-// answers what is pending and releases the store.
+// failed and disconnecting its device, which would send it again for ever.
+// done must be called from a goroutine that does not wait for the gateway.
+// Healthy returns nil while the store accepts records (readiness reports its
+// error), Stats its counters, and Close answers what is pending and releases
+// the store.
 type Store interface {
 	sink.Submitter
 	Healthy() error
