@@ -113,7 +113,8 @@ const maxCached = 4096
 func newFieldCache(name string, l Limit) fieldCache {
 	c := fieldCache{policy: one(policyValue(name, l)), burst: l.Burst}
 	windows := int(wholeSeconds(seconds(1 / l.Rate)))
-	if l.Unlimited() || (l.Burst+1)*windows > maxCached {
+	// Each factor is bounded before the product, which could overflow.
+	if l.Unlimited() || l.Burst >= maxCached || windows > maxCached || (l.Burst+1)*windows > maxCached {
 		return c
 	}
 	c.limit = make([][]string, windows)

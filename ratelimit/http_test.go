@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -332,5 +333,18 @@ func TestValidPolicyName(t *testing.T) {
 	assert.NoError(t, ValidPolicyName("per-client_v1.2:api/x"))
 	for _, bad := range []string{"", `a"`, `a\b`, "a b", "é", string(make([]byte, 65))} {
 		assert.True(t, errors.Is(ValidPolicyName(bad), ErrInvalidConfig), "%q", bad)
+	}
+}
+
+// TestNewHTTPHugeBurst: a valid Limit with a burst near math.MaxInt must
+// not overflow the size check of the RateLimit field table; it once wrapped
+// negative and NewHTTP panicked in make.
+func TestNewHTTPHugeBurst(t *testing.T) {
+	for _, burst := range []int{math.MaxInt, math.MaxInt / 2, math.MaxInt/3 + 1} {
+		store := mustNew(t, 1.0/3, burst, 0) // a window of 3 seconds
+		h, err := NewHTTP(HTTPConfig{Trust: testTrust(t), Store: store})
+		require.NoError(t, err, "burst %d", burst)
+		w := serve(h.Handler(okHandler), request("203.0.113.7:1000"))
+		assert.Equal(t, http.StatusNoContent, w.Code, "burst %d", burst)
 	}
 }

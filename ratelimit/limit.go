@@ -41,14 +41,15 @@ func (l Limit) Valid() error {
 func (l Limit) Unlimited() bool { return l.Rate >= Inf }
 
 // Window returns the time an empty bucket takes to fill: Burst/Rate,
-// rounded up to a whole second and at least one. It is the window a
-// RateLimit-Policy field announces (see [SetHeaders]): the bucket allows
-// Burst events per Window, in a burst or spread out.
+// rounded up to a whole second and at least one, saturating at the largest
+// Duration. It is the window a RateLimit-Policy field announces (see
+// [SetHeaders]): the bucket allows Burst events per Window, in a burst or
+// spread out.
 func (l Limit) Window() time.Duration {
 	if l.Rate <= 0 || l.Unlimited() {
 		return time.Second
 	}
-	return max(time.Duration(math.Ceil(float64(l.Burst)/l.Rate))*time.Second, time.Second)
+	return max(seconds(math.Ceil(float64(l.Burst)/l.Rate)), time.Second)
 }
 
 // Split returns the share of l that each of n replicas may allow on its

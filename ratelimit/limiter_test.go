@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"math"
 	"net/netip"
 	"sync"
 	"testing"
@@ -231,4 +232,19 @@ func TestWaitReturns(t *testing.T) {
 		require.NoError(t, l.Wait(context.Background(), k))
 	}
 	assert.Equal(t, uint64(3), l.Stats().Allowed)
+}
+
+// TestWindowExtremeLimit: a valid Limit whose Burst/Rate does not fit a
+// Duration (a huge burst, a tiny rate) saturates its Window instead of
+// overflowing to a wrapped value that RateLimit-Policy would announce as
+// one second.
+func TestWindowExtremeLimit(t *testing.T) {
+	for _, l := range []Limit{
+		{Rate: 1, Burst: math.MaxInt},
+		{Rate: 1e-12, Burst: 1},
+		{Rate: 1e-300, Burst: 10},
+	} {
+		require.NoError(t, l.Valid())
+		assert.Equal(t, time.Duration(math.MaxInt64), l.Window(), l.String())
+	}
 }

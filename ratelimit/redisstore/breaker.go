@@ -43,6 +43,14 @@ func (b *breaker) success() {
 	b.failures, b.openUntil, b.probing = 0, time.Time{}, false
 }
 
+// abandon records a call that ended with its caller's context, which says
+// nothing about Redis: a probe it was gives way to the next event's.
+func (b *breaker) abandon() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probing = false
+}
+
 // failure records a call that failed at now.
 func (b *breaker) failure(now time.Time) {
 	b.mu.Lock()

@@ -167,6 +167,7 @@ func (s *Store) Take(ctx context.Context, key ratelimit.Key, now time.Time, n in
 			return s.count(d), nil
 		}
 		if ctx.Err() != nil {
+			s.breaker.abandon()
 			return ratelimit.Decision{}, ctx.Err()
 		}
 		s.breaker.failure(time.Now())

@@ -57,6 +57,20 @@ func take(t *testing.T, s *Store, k ratelimit.Key, n int, maxWait time.Duration)
 	return d
 }
 
+// takeAfterOutage takes a token from k once the server answers again: a
+// pooled connection the outage left (to a frozen or killed process) may
+// fail first, so it tries up to three times and returns the last decision.
+func takeAfterOutage(t *testing.T, s *Store, k ratelimit.Key) ratelimit.Decision {
+	t.Helper()
+	var d ratelimit.Decision
+	for range 3 {
+		if d = take(t, s, k, 1, 0); !d.Fallback {
+			break
+		}
+	}
+	return d
+}
+
 // TestTake pins the script's decisions on a real redis-server.
 func TestTake(t *testing.T) {
 	r := e2e.StartRedis(t, e2e.RedisConfig{})
@@ -171,7 +185,8 @@ func TestFailure(t *testing.T) {
 // nothing (frozen with SIGSTOP, as behind a partition), only the first
 // FailureThreshold events wait for the Timeout; the rest go to the
 // fallback without calling Redis. Once the server answers again, the
-// probe after Cooldown closes the breaker. Counted, not timed.
+// probe after Cooldown closes the breaker, also when an earlier probe's
+// context had ended. Counted, not timed.
 func TestBreaker(t *testing.T) {
 	r := e2e.StartRedis(t, e2e.RedisConfig{})
 	c := client(t, r.Addr())
@@ -192,13 +207,23 @@ func TestBreaker(t *testing.T) {
 	r.Freeze()
 	assert.True(t, take(t, probing, bob, 1, 0).Fallback)
 	r.Thaw()
-	var d ratelimit.Decision
-	for range 3 { // the connection the frozen call left may fail once more
-		if d = take(t, probing, bob, 1, 0); !d.Fallback {
-			break
-		}
-	}
+	d := takeAfterOutage(t, probing, bob)
 	assert.False(t, d.Fallback, "the probe closed the breaker")
+	assert.False(t, probing.Stats().BreakerOpen)
+
+	// The probe may be an event whose context has already ended (a client
+	// that went away). That says nothing about Redis, and must not leave
+	// the breaker waiting for the probe's answer forever: the next event
+	// probes instead.
+	r.Freeze()
+	assert.True(t, take(t, probing, bob, 1, 0).Fallback)
+	r.Thaw()
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := probing.Take(canceled, bob, time.Now(), 1, 0)
+	require.ErrorIs(t, err, context.Canceled)
+	d = takeAfterOutage(t, probing, bob)
+	assert.False(t, d.Fallback, "a canceled probe: a later probe closed the breaker")
 	assert.False(t, probing.Stats().BreakerOpen)
 }
 
@@ -210,12 +235,7 @@ func TestScriptAfterRestart(t *testing.T) {
 	take(t, s, alice, 3, 0)
 	r.Kill()
 	r.Restart()
-	var d ratelimit.Decision
-	for range 3 { // pooled connections to the old process fail first
-		if d = take(t, s, alice, 1, 0); !d.Fallback {
-			break
-		}
-	}
+	d := takeAfterOutage(t, s, alice)
 	assert.False(t, d.Fallback)
 	assert.False(t, d.Allowed, "the persisted bucket is still empty")
 }
