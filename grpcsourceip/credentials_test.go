@@ -179,7 +179,8 @@ func TestCredentialsDelegate(t *testing.T) {
 // connection that names no client — a v2 LOCAL header (its own health
 // check), or no header at all from a load balancer listed in
 // proxyproto.Config.Upstreams under HeaderlessAllow — ends the walk at the
-// load balancer through Credentials (Facts.Transport's ProxyLocal). The
+// load balancer through Credentials, and through proxyproto.ConnContext
+// under ServeHTTP (Facts.Transport's ProxyLocal). The
 // x-forwarded-for metadata on it is the client's own and is never read:
 // the spoofing trick of writing one's own address behind a load balancer
 // that relays the bytes as they came. Without Credentials gRPC's peer is
@@ -192,7 +193,7 @@ func TestCredentialsNoClientFromLoadBalancer(t *testing.T) {
 	})
 	in, err := New(Config{Trust: r})
 	require.NoError(t, err)
-	listenLB := func(opts ...grpc.ServerOption) string {
+	listenLB := func() *proxyproto.Listener {
 		pl, err := proxyproto.NewListener(listen(t), proxyproto.Config{
 			Trust:             r,
 			Upstreams:         clientip.MustParsePrefixSet(proxyAddr + "/32"),
@@ -200,11 +201,12 @@ func TestCredentialsNoClientFromLoadBalancer(t *testing.T) {
 			ReadHeaderTimeout: 5 * time.Second,
 		})
 		require.NoError(t, err)
-		serve(t, pl, in, opts...)
-		return pl.Addr().String()
+		return pl
 	}
-	with := listenLB(grpc.Creds(Credentials(insecure.NewCredentials())))
-	without := listenLB()
+	with, viaHTTP, without := listenLB(), listenLB(), listenLB()
+	serve(t, with, in, grpc.Creds(Credentials(insecure.NewCredentials())))
+	serveHTTP(t, viaHTTP, in, proxyproto.ConnContext)
+	serve(t, without, in)
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(proxyAddr)}}
 	for _, tt := range []struct {
 		name   string
@@ -227,12 +229,14 @@ func TestCredentialsNoClientFromLoadBalancer(t *testing.T) {
 				t.Cleanup(func() { cc.Close() })
 				return testgrpc.NewTestServiceClient(cc)
 			}
-			for _, c := range calls {
-				_, err := c.do(t, client(with), "x-forwarded-for", "203.0.113.66, 10.1.1.1")
-				assert.Equal(t, codes.InvalidArgument, status.Code(err), c.name)
-				assert.Contains(t, status.Convert(err).Message(), clientip.ReasonAllTrusted.String(), c.name)
+			for _, pl := range []*proxyproto.Listener{with, viaHTTP} {
+				for _, c := range calls {
+					_, err := c.do(t, client(pl.Addr().String()), "x-forwarded-for", "203.0.113.66, 10.1.1.1")
+					assert.Equal(t, codes.InvalidArgument, status.Code(err), c.name)
+					assert.Contains(t, status.Convert(err).Message(), clientip.ReasonAllTrusted.String(), c.name)
+				}
 			}
-			got, err := callUnary(t, client(without), "x-forwarded-for", "203.0.113.66, 10.1.1.1")
+			got, err := callUnary(t, client(without.Addr().String()), "x-forwarded-for", "203.0.113.66, 10.1.1.1")
 			require.NoError(t, err)
 			assert.Contains(t, got, "client=203.0.113.66 source=x-forwarded-for", "without Credentials")
 		})
