@@ -421,3 +421,24 @@ func TestAdviceView(t *testing.T) {
 	req.RemoteAddr = "203.0.113.9:1"
 	assert.Equal(t, http.StatusNotFound, serve(h, req).Code, "not admitted")
 }
+
+// TestHeaderlessUpstreamNote: a request on a connection from one of the PROXY
+// listener's Upstreams without a PROXY header ends the walk at the load
+// balancer (the spoofing trick of writing one's own X-Forwarded-For behind
+// a load balancer that relays the bytes as they came). The report gives the
+// resolver's answer and says why the header was not read, instead of
+// leaving only the hint of an all-trusted chain (an internal caller, a set
+// too wide), which points the operator the wrong way.
+func TestHeaderlessUpstreamNote(t *testing.T) {
+	h, err := New(Config{Trust: clientip.MustNew(xffConfig)})
+	require.NoError(t, err)
+	req := request("10.0.0.1:40000", "203.0.113.66, 10.0.0.2")
+	f := proxyproto.Facts{Peer: netip.MustParseAddrPort("10.0.0.1:40000"), NoHeaderFromUpstream: true}
+	req = req.WithContext(proxyproto.NewContext(req.Context(), f))
+	rep := h.Report(req)
+	require.NotNil(t, rep.Error)
+	assert.Equal(t, clientip.ReasonAllTrusted, rep.Error.Reason)
+	_, wantErr := clientip.MustNew(xffConfig).ResolveRequest(req)
+	assert.Equal(t, clientip.ReasonOf(wantErr), rep.Error.Reason, "the resolver's answer")
+	assert.Contains(t, strings.Join(rep.Notes, "\n"), "without a PROXY header")
+}

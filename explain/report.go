@@ -519,6 +519,9 @@ func notes(cfg clientip.Config, x clientip.Explanation, f proxyproto.Facts, h ht
 	if f.Command == proxyproto.CommandLocal {
 		out = append(out, "The load balancer sent a PROXY header that names no client (v2 LOCAL: its own connection, a health check; v1 UNKNOWN: its own, or one from a client it could not name). A trusted load balancer's header ends the walk there, as for a request without a forwarding header: it wrote none, so any the request carries is the client's own.")
 	}
+	if f.NoHeaderFromUpstream {
+		out = append(out, "The connection came from one of the PROXY listener's Upstreams without a PROXY header: the load balancer relayed its client's bytes as they came, so the walk ends at the load balancer, and any forwarding header the request carries is the client's own.")
+	}
 	if f.Version == 0 && res.Proxy.IsValid() {
 		out = append(out, "The transport carries a PROXY source, but its header's facts are not in the request context: set http.Server.ConnContext to proxyproto.ConnContext to see its TLVs.")
 	}

@@ -31,10 +31,13 @@ import (
 //
 // Without the wrapper, gRPC's peer address on such a connection is the PROXY
 // source ([proxyproto.Conn.RemoteAddr]) taken for the socket peer: the load
-// balancer drops out of the chain. In trusted-range mode that names the same
-// client, but in hop-count mode (clientip.Config.TrustedHops) it counts one
-// hop fewer and would name a header entry the client wrote; see the package
-// documentation.
+// balancer drops out of the chain. In hop-count mode
+// (clientip.Config.TrustedHops) it counts one hop fewer and would name a
+// header entry the client wrote; and a connection on which the load balancer
+// names no client (a LOCAL header, or no header from one of
+// proxyproto.Config.Upstreams) has the load balancer as its peer, which the
+// walk passes into forwarding metadata the client wrote instead of ending
+// there. See the package documentation.
 //
 // The client side is inner's unchanged: ClientHandshake, Info, Clone and
 // OverrideServerName delegate to it. A nil inner is not valid.

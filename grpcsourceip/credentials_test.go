@@ -11,10 +11,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/proxyproto"
@@ -171,4 +173,72 @@ func TestCredentialsDelegate(t *testing.T) {
 	_, ok := c.Clone().(*creds)
 	assert.True(t, ok, "Clone keeps the wrapper")
 	assert.NoError(t, c.OverrideServerName("example.com"))
+}
+
+// TestCredentialsNoClientFromLoadBalancer: a trusted load balancer's
+// connection that names no client — a v2 LOCAL header (its own health
+// check), or no header at all from a load balancer listed in
+// proxyproto.Config.Upstreams under HeaderlessAllow — ends the walk at the
+// load balancer through Credentials, and through proxyproto.ConnContext
+// under ServeHTTP (Facts.Transport's ProxyLocal). The
+// x-forwarded-for metadata on it is the client's own and is never read:
+// the spoofing trick of writing one's own address behind a load balancer
+// that relays the bytes as they came. Without Credentials gRPC's peer is
+// the load balancer and the walk reads that metadata, in trusted-range mode
+// too: why the package documentation requires the wrapper.
+func TestCredentialsNoClientFromLoadBalancer(t *testing.T) {
+	r := clientip.MustNew(clientip.Config{
+		TrustedProxies: clientip.MustParsePrefixSet(proxyAddr + "/32,10.0.0.0/8"),
+		Header:         "X-Forwarded-For",
+	})
+	in, err := New(Config{Trust: r})
+	require.NoError(t, err)
+	listenLB := func() *proxyproto.Listener {
+		pl, err := proxyproto.NewListener(listen(t), proxyproto.Config{
+			Trust:             r,
+			Upstreams:         clientip.MustParsePrefixSet(proxyAddr + "/32"),
+			Headerless:        proxyproto.HeaderlessAllow,
+			ReadHeaderTimeout: 5 * time.Second,
+		})
+		require.NoError(t, err)
+		return pl
+	}
+	with, viaHTTP, without := listenLB(), listenLB(), listenLB()
+	serve(t, with, in, grpc.Creds(Credentials(insecure.NewCredentials())))
+	serveHTTP(t, viaHTTP, in, proxyproto.ConnContext)
+	serve(t, without, in)
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(proxyAddr)}}
+	for _, tt := range []struct {
+		name   string
+		header *proxyproto.Header
+	}{
+		{"LOCAL header", &proxyproto.Header{Version: 2, Command: proxyproto.CommandLocal}},
+		{"no header from an upstream", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			client := func(target string) testgrpc.TestServiceClient {
+				cc, err := grpc.NewClient("passthrough:///"+target,
+					grpc.WithTransportCredentials(insecure.NewCredentials()),
+					grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+						if tt.header == nil {
+							return d.DialContext(ctx, "tcp", addr)
+						}
+						return proxyproto.DialContext(ctx, d, "tcp", addr, *tt.header)
+					}))
+				require.NoError(t, err)
+				t.Cleanup(func() { cc.Close() })
+				return testgrpc.NewTestServiceClient(cc)
+			}
+			for _, pl := range []*proxyproto.Listener{with, viaHTTP} {
+				for _, c := range calls {
+					_, err := c.do(t, client(pl.Addr().String()), "x-forwarded-for", "203.0.113.66, 10.1.1.1")
+					assert.Equal(t, codes.InvalidArgument, status.Code(err), c.name)
+					assert.Contains(t, status.Convert(err).Message(), clientip.ReasonAllTrusted.String(), c.name)
+				}
+			}
+			got, err := callUnary(t, client(without.Addr().String()), "x-forwarded-for", "203.0.113.66, 10.1.1.1")
+			require.NoError(t, err)
+			assert.Contains(t, got, "client=203.0.113.66 source=x-forwarded-for", "without Credentials")
+		})
+	}
 }

@@ -104,10 +104,14 @@
 //   - A PROXY header is believed only from the proxyproto.Listener's
 //     trusted upstreams. Without [Credentials] on such a listener, gRPC
 //     reports the PROXY source as the peer and the load balancer drops out
-//     of the chain: in trusted-range mode the answer is the same, but in
-//     hop-count mode (clientip.Config.TrustedHops) the walk counts one hop
-//     fewer and names an entry the client wrote. Use Credentials whenever
-//     the server listens on a proxyproto.Listener.
+//     of the chain: in hop-count mode (clientip.Config.TrustedHops) the
+//     walk counts one hop fewer and names an entry the client wrote, and
+//     in either mode a connection on which the load balancer names no
+//     client — a LOCAL header, or no header from one of
+//     proxyproto.Config.Upstreams — is walked past the load balancer into
+//     forwarding metadata the client wrote, where Credentials ends the
+//     walk at the load balancer. Use Credentials whenever the server
+//     listens on a proxyproto.Listener.
 //   - A Unix-domain peer has no IP address, whatever its address reads
 //     like: its client chose the path it bound, which can read
 //     "127.0.0.1:9" (and ServeHTTP reports it as a TCP address). A peer on
