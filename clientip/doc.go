@@ -139,9 +139,10 @@
 //   - The socket peer: ErrNoAddress (a Unix socket that is not trusted) or
 //     ErrUnspecified. The PROXY source: ErrUnspecified. When a trusted
 //     peer's PROXY header named no client ([Transport].ProxyLocal: v2 LOCAL,
-//     v1 UNKNOWN), the walk ends at the peer as if no forwarding header had
-//     come (ErrAllTrusted, below), whatever header follows: a layer 4 load
-//     balancer writes none, so it is the client's.
+//     v1 UNKNOWN, or no header at all from a load balancer listed as a
+//     PROXY upstream), the walk ends at the peer as if no forwarding header
+//     had come (ErrAllTrusted, below), whatever header follows: a layer 4
+//     load balancer writes none, so it is the client's.
 //   - The configured header, judged whole when the walk reaches it, at the
 //     position of its first hop: ErrHeaderTooLarge beyond MaxHeaderBytes; for
 //     Forwarded, ErrMalformed for a quoted string left open (no element

@@ -266,11 +266,7 @@ func runIdle(ctx context.Context, out io.Writer, c client, targets []target, dir
 	type perConn struct{ rss, heap, stacks, cpu float64 }
 	res, err := interleaved(targets, dir, rounds, func(t target, p *process) (perConn, error) {
 		time.Sleep(time.Second) // let start-up settle
-		before, err := p.memory()
-		if err != nil {
-			return perConn{}, err
-		}
-		cpu0, err := p.cpuTime()
+		before, err := p.usage()
 		if err != nil {
 			return perConn{}, err
 		}
@@ -280,17 +276,13 @@ func runIdle(ctx context.Context, out io.Writer, c client, targets []target, dir
 		}
 		defer closeAll(cs)
 		time.Sleep(3 * time.Second) // handshakes done, buffers settled, a GC cycle or two
-		after, err := p.memory()
-		if err != nil {
-			return perConn{}, err
-		}
-		cpu1, err := p.cpuTime()
+		after, err := p.usage()
 		if err != nil {
 			return perConn{}, err
 		}
 		f := float64(n)
-		return perConn{float64(after.rss-before.rss) / f, float64(after.heap-before.heap) / f, float64(after.stacks-before.stacks) / f,
-			float64(cpu1.sub(cpu0).total().Microseconds()) / f}, nil
+		return perConn{float64(after.mem.rss-before.mem.rss) / f, float64(after.mem.heap-before.mem.heap) / f,
+			float64(after.mem.stacks-before.mem.stacks) / f, float64(after.cpu.sub(before.cpu).total().Microseconds()) / f}, nil
 	})
 	if err != nil {
 		return err

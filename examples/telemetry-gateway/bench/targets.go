@@ -182,6 +182,21 @@ func (c cpuTimes) total() time.Duration { return c.user + c.sys }
 
 func (c cpuTimes) sub(d cpuTimes) cpuTimes { return cpuTimes{c.user - d.user, c.sys - d.sys} }
 
+// usage is a process's memory and the CPU time it has used, at one moment.
+type usage struct {
+	mem memory
+	cpu cpuTimes
+}
+
+func (p *process) usage() (usage, error) {
+	mem, err := p.memory()
+	if err != nil {
+		return usage{}, err
+	}
+	cpu, err := p.cpuTime()
+	return usage{mem, cpu}, err
+}
+
 // cpuTime returns the CPU time the process has used, from /proc/PID/stat, in
 // clock ticks of 10 ms.
 func (p *process) cpuTime() (cpuTimes, error) {
