@@ -87,6 +87,14 @@ func (r *Refresher) fetch(ctx context.Context, now time.Time, loc string, prev d
 }
 
 func (r *Refresher) fetchFile(now time.Time, path string, prev docState, have bool) (fetched, error) {
+	// Opening a named pipe for reading blocks until a writer opens it,
+	// beyond the reach of Timeout and with the refresher's lock held: look
+	// before opening, and look again at what was opened.
+	if fi, err := os.Stat(path); err != nil {
+		return fetched{}, err
+	} else if !fi.Mode().IsRegular() {
+		return fetched{}, fmt.Errorf("%w: %s is not a regular file", ErrMalformed, path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return fetched{}, err
