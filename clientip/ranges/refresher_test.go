@@ -406,6 +406,14 @@ func TestRefresherDiskCopy(t *testing.T) {
 
 func TestRefresherDiskCopyRefused(t *testing.T) {
 	src := Cloudflare()
+	var b strings.Builder
+	for i := range MaxPrefixes + 1 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"` + netip.AddrFrom16([16]byte{0x26, 0x06, 0x47, 0x00, 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)}).String() + `/128"`)
+	}
+	many := "[" + b.String() + "]"
 	valid := func(confirmed, prefix string) string {
 		return `{"version": 1, "source": "` + src.String() + `", "confirmed": "` + confirmed + `", "documents": [
 			{"location": "https://www.cloudflare.com/ips-v4", "prefixes": ["` + prefix + `"]},
@@ -427,6 +435,7 @@ func TestRefresherDiskCopyRefused(t *testing.T) {
 		{"a copy with an empty document", strings.Replace(valid("2026-11-30T00:00:00Z", "104.16.0.0/13"), `["2606:4700::/32"]`, `[]`, 1), ErrEmpty, false},
 		{"a copy of another version", strings.Replace(valid("2026-11-30T00:00:00Z", "104.16.0.0/13"), `"version": 1`, `"version": 2`, 1), ErrCache, false},
 		{"not JSON", "{", ErrCache, false},
+		{"a copy of more than MaxPrefixes prefixes", strings.Replace(valid("2026-11-30T00:00:00Z", "104.16.0.0/13"), `["2606:4700::/32"]`, many, 1), ErrTooLarge, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
