@@ -41,3 +41,28 @@ func TestRefresherFileLocationNamedPipe(t *testing.T) {
 		t.Fatal("Refresh of a named pipe still blocked 10s after a 1s Timeout")
 	}
 }
+
+// TestRefresherDiskCopyNamedPipe: a CacheFile that is a named pipe is an
+// unusable disk copy, not a NewRefresher that never returns: the open
+// blocked until a writer came.
+func TestRefresherDiskCopyNamedPipe(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cache.json")
+	must.NoError(t, syscall.Mkfifo(path, 0o644))
+	done := make(chan *Refresher, 1)
+	go func() {
+		r, err := NewRefresher(RefresherConfig{Source: Cloudflare(), CacheFile: path})
+		assert.NoError(t, err)
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		assert.ErrorIs(t, r.Status().CacheError, ErrCache)
+		assert.Equal(t, ProvenanceSnapshot, r.Status().Provenance)
+	case <-time.After(10 * time.Second):
+		if w, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		<-done
+		t.Fatal("NewRefresher with a named pipe as CacheFile still blocked after 10s")
+	}
+}
