@@ -404,6 +404,27 @@ func TestRefresherDiskCopy(t *testing.T) {
 	assert.Equal(t, 21, st.Prefixes, "after the provider came back")
 }
 
+// TestRefresherDiskCopyFromTheFuture: a disk copy confirmed after now (a
+// clock that ran ahead when it was written, or an edited file) counts as
+// confirmed now, so its age grows from the start and Check reports it stale
+// once the provider has been unreachable for longer than allowed. Taken as
+// it stood, its age read zero until 2099 and every health check passed.
+func TestRefresherDiskCopyFromTheFuture(t *testing.T) {
+	src := Cloudflare()
+	cache := filepath.Join(t.TempDir(), "cache.json")
+	must.NoError(t, os.WriteFile(cache, []byte(`{"version": 1, "source": "`+src.String()+`", "confirmed": "2099-01-01T00:00:00Z", "documents": [
+		{"location": "https://www.cloudflare.com/ips-v4", "prefixes": ["104.16.0.0/13"]},
+		{"location": "https://www.cloudflare.com/ips-v6", "prefixes": ["2606:4700::/32"]}]}`), 0o644))
+	clock := newClock(t0)
+	r, err := NewRefresher(RefresherConfig{Source: src, CacheFile: cache, Clock: clock.Now})
+	must.NoError(t, err)
+	st := r.Status()
+	must.Equal(t, ProvenanceDisk, st.Provenance)
+	assert.Equal(t, t0, st.Confirmed, "confirmed no later than now")
+	clock.Advance(2 * time.Hour)
+	assert.ErrorIs(t, r.Check(time.Hour), ErrStale, "two hours without the provider")
+}
+
 func TestRefresherDiskCopyRefused(t *testing.T) {
 	src := Cloudflare()
 	var b strings.Builder
