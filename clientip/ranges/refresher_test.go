@@ -608,6 +608,34 @@ func TestRefresherFileLocation(t *testing.T) {
 	assert.ErrorIs(t, r.Refresh(context.Background()), ErrMalformed, "a directory")
 }
 
+// TestRefresherFileRewrittenWithSameSizeAndTime: a list file replaced by
+// one of the same length whose modification time reads the same (a
+// filesystem that keeps seconds, or a copy that preserves times, such as
+// cp -p, rsync -t or tar) is read again: size and modification time were
+// the file's validator, so the old list stayed trusted until the file
+// changed once more.
+func TestRefresherFileRewrittenWithSameSizeAndTime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "proxies.txt")
+	mtime := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	write := func(list string) {
+		t.Helper()
+		must.NoError(t, os.WriteFile(path, []byte(list), 0o644))
+		must.NoError(t, os.Chtimes(path, mtime, mtime))
+	}
+	write("198.51.100.0/24\n203.0.113.0/25\n")
+	src, err := NewSource(SourceConfig{Provider: ProviderCIDRList, Locations: []string{path}})
+	must.NoError(t, err)
+	r, err := NewRefresher(RefresherConfig{Source: src, Clock: newClock(t0).Now, MaxShrink: 1, MaxGrowth: math.Inf(1)})
+	must.NoError(t, err)
+	must.NoError(t, r.Refresh(context.Background()))
+	must.Equal(t, "198.51.100.0/24,203.0.113.0/25", r.Current().String())
+	write("198.51.100.0/24\n203.0.113.0/26\n")
+	must.NoError(t, r.Refresh(context.Background()))
+	assert.Equal(t, "198.51.100.0/24,203.0.113.0/26", r.Current().String(), "the list as the file now holds it")
+	must.NoError(t, r.Refresh(context.Background()))
+	assert.Equal(t, uint64(1), r.Status().Unchanged, "an unchanged file is confirmed, not installed again")
+}
+
 func TestRefresherRun(t *testing.T) {
 	h := newHarness(t, nil)
 	got := make(chan clientip.PrefixSet, 4)
