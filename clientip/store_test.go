@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -353,4 +354,35 @@ func TestStoreRace(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, uint64(2000), s.Stats().Changes)
+}
+
+// TestChangeComparesEveryConfigField: a Swap whose Change is empty keeps the
+// resolver in force, so a Config field the Change does not compare would be
+// dropped by every Swap that changes only it: the store would hold the new
+// static configuration and serve the old one. Each field set alone must make
+// a Change that is not empty; a field of a kind this test does not know
+// fails it until Change compares the field and the test sets it.
+func TestChangeComparesEveryConfigField(t *testing.T) {
+	base := withDefaults(Config{TrustedProxies: lbA})
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		next := base
+		v := reflect.ValueOf(&next).Elem().Field(i)
+		switch {
+		case f.Type == reflect.TypeFor[PrefixSet]():
+			v.Set(reflect.ValueOf(v.Interface().(PrefixSet).Union(MustParsePrefixSet("192.0.2.0/24"))))
+		case f.Type.Kind() == reflect.Bool:
+			v.SetBool(!v.Bool())
+		case f.Type.Kind() == reflect.Int:
+			v.SetInt(v.Int() + 1)
+		case f.Type.Kind() == reflect.String:
+			v.SetString("X-Real-Ip")
+		default:
+			require.Failf(t, "a Config field of a kind this test does not set", "%s %s: make Change compare it, then set it here", f.Name, f.Type)
+		}
+		ch := diff(base, next, "")
+		assert.False(t, ch.Empty(), "Config.%s changed alone: the Change is empty, so Swap would keep the old resolver", f.Name)
+		assert.NotEqual(t, "unchanged", ch.String(), "Config.%s changed alone", f.Name)
+	}
 }
