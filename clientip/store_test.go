@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -385,4 +386,33 @@ func TestChangeComparesEveryConfigField(t *testing.T) {
 		assert.False(t, ch.Empty(), "Config.%s changed alone: the Change is empty, so Swap would keep the old resolver", f.Name)
 		assert.NotEqual(t, "unchanged", ch.String(), "Config.%s changed alone", f.Name)
 	}
+}
+
+// TestStoreReadsInsideHooks: Update's fn may call the Store's methods that
+// do not change it, as its documentation says, and so may OnChange: Config
+// and Ranges inside them took the store's lock a second time, and the store
+// deadlocked — every later change, and a refresher feeding it, with it.
+func TestStoreReadsInsideHooks(t *testing.T) {
+	var s *Store
+	var seen []string
+	s, err := NewStore(Config{TrustedProxies: lbA}, StoreOptions{OnChange: func(Change) {
+		seen = append(seen, s.Config().TrustedProxies.String()+" "+s.Ranges()["cdn"].String())
+	}})
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err := s.Update(func(c *Config) { c.TrustedProxies = s.Config().TrustedProxies.Union(lbB) })
+		assert.NoError(t, err)
+		_, err = s.SetRanges("cdn", MustParsePrefixSet("192.0.2.0/24"))
+		assert.NoError(t, err)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the store deadlocked: a read inside Update's fn or OnChange waits for the lock its caller holds")
+	}
+	assert.Equal(t, []string{"10.0.0.0/24,10.0.1.0/24 ", "10.0.0.0/24,10.0.1.0/24 192.0.2.0/24"}, seen,
+		"OnChange sees the configuration it reports installed")
+	assert.Equal(t, "10.0.0.0/24,10.0.1.0/24", s.Config().TrustedProxies.String())
 }
