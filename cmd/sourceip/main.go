@@ -220,6 +220,17 @@ func parseAndRun(fs *flag.FlagSet, args []string, out io.Writer) error {
 		}
 		return fetchAndPrint(out, *fetch, *advice, *raw, *timeout)
 	}
+	for _, name := range []string{"peer", "proxy"} {
+		if set[name] && fs.Lookup(name).Value.String() == "" {
+			// An unset shell variable, say: without this, -peer "" ran the
+			// built-in cases and exited 0, as if something had resolved.
+			want := "addr:port"
+			if name == "peer" {
+				want += ` or "unix"`
+			}
+			return usageError{fmt.Errorf("-%s is empty: want %s", name, want)}
+		}
+	}
 	if *peer == "" {
 		if bad := others("peer"); len(bad) > 0 {
 			return usageError{fmt.Errorf("%s given without -peer or -fetch (the built-in cases run only with no flags)", strings.Join(bad, ", "))}

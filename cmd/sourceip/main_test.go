@@ -61,6 +61,9 @@ func TestRun(t *testing.T) {
 			stderr: `"" is not a header name`},
 		{name: "-H with a space in the header name is refused", args: with("-H", "X Forwarded For: 198.51.100.1"), code: 2,
 			stderr: `"X Forwarded For" is not a header name`},
+		{name: "an empty -peer is refused, not taken for no flags (which runs the built-in cases)", args: []string{"-peer", ""}, code: 2,
+			stderr: `-peer is empty: want addr:port or "unix"`},
+		{name: "an empty -proxy is refused", args: with("-proxy", ""), code: 2, stderr: "-proxy is empty: want addr:port"},
 		{name: "an unresolved chain exits 1 and the JSON names the error kind", code: 1,
 			args:   with("-H", "X-Forwarded-For: 203.0.113.7, not-an-ip"),
 			stdout: `"msg":"unresolved","reason":"malformed","error":"clientip: malformed address (hop 1 in X-Forwarded-For: \"not-an-ip\")"`},
@@ -86,7 +89,7 @@ func TestRun(t *testing.T) {
 		{name: "positional argument after --", args: with("--", "-masquerade"), code: 2, stderr: `unexpected argument "-masquerade"`},
 		{name: "flags without -peer", args: []string{"-trusted", "10.0.0.0/8", "-header", "X-Forwarded-For"}, code: 2,
 			stderr: "-header, -trusted given without -peer or -fetch (the built-in cases run only with no flags)"},
-		{name: "empty -peer with flags", args: []string{"-peer", "", "-hops", "1"}, code: 2, stderr: "-hops given without -peer"},
+		{name: "empty -peer with flags", args: []string{"-peer", "", "-hops", "1"}, code: 2, stderr: "-peer is empty"},
 		{name: "unknown flag", args: []string{"-nope"}, code: 2, stderr: "sourceip: flag provided but not defined: -nope"},
 		{name: "bad flag value", args: []string{"-trusted", "10.0.0.1/8"}, code: 2, stderr: "sourceip: invalid value"},
 
