@@ -201,6 +201,35 @@ func FuzzPrefixSet(f *testing.F) {
 	})
 }
 
+// FuzzParsePrefixSet checks the parser of configured prefix lists (flags,
+// environment variables, files): no panic; an error wraps ErrInvalidPrefix;
+// a set holds only canonical prefixes (no host bits, no zone, no
+// IPv4-mapped alias), reads back from its String unchanged, and contains the
+// first address of every prefix in it.
+func FuzzParsePrefixSet(f *testing.F) {
+	for _, s := range []string{"10.0.0.0/8, 192.0.2.7 2001:db8::/32 loopback", "PRIVATE,cgnat\tlinklocal", "",
+		"10.0.0.1/8", "fe80::1%eth0", "fe80::/10%eth0", "::ffff:10.0.0.0/104", "::ffff:10.0.0.1", "::ffff:0:0/96",
+		"0.0.0.0/0", "::/0", "1.2.3.4/33", "1.2.3.4/-1", "01.2.3.4/8", "1.2.3.4/08", "2001:db8::/32/1", " , ,\r\n",
+		"192.0.2.0/24,192.0.2.0/25,192.0.2.128/25", "::ffff:192.0.2.0/120 192.0.2.0/24"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		set, err := ParsePrefixSet(s)
+		if err != nil {
+			require.ErrorIs(t, err, ErrInvalidPrefix, "%q", s)
+			return
+		}
+		for _, p := range set.Prefixes() {
+			a := p.Addr()
+			require.True(t, p.IsValid() && p.Masked() == p && a.Zone() == "" && !a.Is4In6(), "non-canonical %s from %q", p, s)
+			require.True(t, set.Contains(a), "%s not in its own set, from %q", p, s)
+		}
+		again, err := ParsePrefixSet(set.String())
+		require.NoError(t, err, "String of the set of %q", s)
+		require.Equal(t, set.Prefixes(), again.Prefixes(), "%q read back from its String", s)
+	})
+}
+
 // parseIPv4Ref is parseIPv4 as first written, an octet at a time with a
 // digit counter: the reference FuzzParseIPv4 holds the faster one to, down to
 // how many bytes it reports for a quad followed by more text.

@@ -72,14 +72,25 @@ type StoreStats struct {
 // installs a configuration. A Store is safe for concurrent use.
 type Store struct {
 	cur atomic.Pointer[Resolver]
+	// parts is static and ranges as last set, for Config and Ranges, which
+	// take no lock so that Update's fn and OnChange may call them; nil
+	// before the first configuration.
+	parts atomic.Pointer[storeParts]
 
 	mu       sync.Mutex // serialises changes; guards the fields below
 	static   Config
-	ranges   map[string]PrefixSet // non-empty sets only
+	ranges   map[string]PrefixSet // non-empty sets only; never modified once set
 	log      *slog.Logger
 	onChange func(Change)
 
 	changes, unchanged, refused atomic.Uint64
+}
+
+// storeParts is a Store's static configuration and named range sets. It is
+// immutable.
+type storeParts struct {
+	static Config
+	ranges map[string]PrefixSet
 }
 
 // untrusting is the Resolver of a zero Store: the zero Config, which trusts
@@ -107,6 +118,7 @@ func NewStore(cfg Config, opts StoreOptions) (*Store, error) {
 		return nil, err
 	}
 	s.cur.Store(r)
+	s.parts.Store(&storeParts{static: s.static, ranges: s.ranges})
 	return s, nil
 }
 
@@ -122,19 +134,23 @@ func (s *Store) Resolver() *Resolver {
 // Config returns the static part of the configuration: the Config last given
 // to NewStore, Swap or Update, without the named range sets. The
 // configuration in force, ranges included and as New validated it, is
-// s.Resolver().Config().
+// s.Resolver().Config(). It takes no lock, so Update's fn and OnChange may
+// call it.
 func (s *Store) Config() Config {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.static
+	if p := s.parts.Load(); p != nil {
+		return p.static
+	}
+	return Config{}
 }
 
 // Ranges returns the named range sets the store adds to the static
-// TrustedProxies, as a new map.
+// TrustedProxies, as a new map. It takes no lock, so Update's fn and
+// OnChange may call it.
 func (s *Store) Ranges() map[string]PrefixSet {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.ranges)
+	if p := s.parts.Load(); p != nil {
+		return maps.Clone(p.ranges)
+	}
+	return nil
 }
 
 // Stats returns the store's counters. It takes no lock.
@@ -248,6 +264,7 @@ func (s *Store) install(static Config, ranges map[string]PrefixSet, name string)
 	}
 	ch := diff(old, r.Config(), name)
 	s.static, s.ranges = static, ranges
+	s.parts.Store(&storeParts{static: static, ranges: ranges})
 	if ch.Empty() {
 		s.unchanged.Add(1)
 		if s.log != nil {

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -353,4 +355,64 @@ func TestStoreRace(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, uint64(2000), s.Stats().Changes)
+}
+
+// TestChangeComparesEveryConfigField: a Swap whose Change is empty keeps the
+// resolver in force, so a Config field the Change does not compare would be
+// dropped by every Swap that changes only it: the store would hold the new
+// static configuration and serve the old one. Each field set alone must make
+// a Change that is not empty; a field of a kind this test does not know
+// fails it until Change compares the field and the test sets it.
+func TestChangeComparesEveryConfigField(t *testing.T) {
+	base := withDefaults(Config{TrustedProxies: lbA})
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		next := base
+		v := reflect.ValueOf(&next).Elem().Field(i)
+		switch {
+		case f.Type == reflect.TypeFor[PrefixSet]():
+			v.Set(reflect.ValueOf(v.Interface().(PrefixSet).Union(MustParsePrefixSet("192.0.2.0/24"))))
+		case f.Type.Kind() == reflect.Bool:
+			v.SetBool(!v.Bool())
+		case f.Type.Kind() == reflect.Int:
+			v.SetInt(v.Int() + 1)
+		case f.Type.Kind() == reflect.String:
+			v.SetString("X-Real-Ip")
+		default:
+			require.Failf(t, "a Config field of a kind this test does not set", "%s %s: make Change compare it, then set it here", f.Name, f.Type)
+		}
+		ch := diff(base, next, "")
+		assert.False(t, ch.Empty(), "Config.%s changed alone: the Change is empty, so Swap would keep the old resolver", f.Name)
+		assert.NotEqual(t, "unchanged", ch.String(), "Config.%s changed alone", f.Name)
+	}
+}
+
+// TestStoreReadsInsideHooks: Update's fn may call the Store's methods that
+// do not change it, as its documentation says, and so may OnChange: Config
+// and Ranges inside them took the store's lock a second time, and the store
+// deadlocked — every later change, and a refresher feeding it, with it.
+func TestStoreReadsInsideHooks(t *testing.T) {
+	var s *Store
+	var seen []string
+	s, err := NewStore(Config{TrustedProxies: lbA}, StoreOptions{OnChange: func(Change) {
+		seen = append(seen, s.Config().TrustedProxies.String()+" "+s.Ranges()["cdn"].String())
+	}})
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err := s.Update(func(c *Config) { c.TrustedProxies = s.Config().TrustedProxies.Union(lbB) })
+		assert.NoError(t, err)
+		_, err = s.SetRanges("cdn", MustParsePrefixSet("192.0.2.0/24"))
+		assert.NoError(t, err)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the store deadlocked: a read inside Update's fn or OnChange waits for the lock its caller holds")
+	}
+	assert.Equal(t, []string{"10.0.0.0/24,10.0.1.0/24 ", "10.0.0.0/24,10.0.1.0/24 192.0.2.0/24"}, seen,
+		"OnChange sees the configuration it reports installed")
+	assert.Equal(t, "10.0.0.0/24,10.0.1.0/24", s.Config().TrustedProxies.String())
 }

@@ -21,8 +21,11 @@ type Config struct {
 	// Ranges are the addresses the edge connects from. The zero value
 	// means the platform's embedded, dated snapshot ([Platform.Ranges]):
 	// the floor a refresher starts from. A set given here replaces that
-	// floor (your own copy, or test addresses: the published ranges are
-	// public, so a test on loopback passes loopback ranges here). Required
+	// floor in [Preset.Config] and [Preset.NewStore] (your own copy, or test
+	// addresses: the published ranges are public, so a test on loopback
+	// passes loopback ranges here), not in a refresher: a refresher's Run
+	// first installs its own starting set — its disk copy, else its
+	// source's snapshot — over the set given here. Required
 	// for the platforms that publish no list: Akamai (your Origin IP ACL or
 	// Site Shield map), Fly.io (the fly-proxy addresses your machines see)
 	// and Envoy (the edge Envoys' addresses, and those of any load balancer
@@ -253,6 +256,12 @@ func (p *Preset) NewStore(opts clientip.StoreOptions) (*clientip.Store, error) {
 // Start it with go r.Run(ctx). cfg's other fields (CacheFile, Interval,
 // Logger, MaxShrink, …) are the refresher's; cfg.Source and cfg.OnUpdate
 // must be nil. store should be one [Preset.NewStore] returned.
+//
+// Run first hands the store the refresher's starting set, its disk copy or
+// else its source's embedded snapshot, which replaces Config.Ranges in the
+// store before any fetch; a source with neither (a CIDR list of your own
+// without a CacheFile) leaves Config.Ranges in force until its first
+// accepted fetch.
 //
 // A preset without a source returns an error wrapping [ErrNoSource]: its
 // ranges are the ones Config gave, and stay so.

@@ -109,3 +109,20 @@ func TestStoreStartsFromSnapshot(t *testing.T) {
 	assert.Equal(t, r.Current().String(), store.Ranges()["cloudfront"].String())
 	assert.Equal(t, ranges.ProvenanceSnapshot, r.Status().Provenance)
 }
+
+// TestRefresherRunReplacesGivenRanges pins what Config.Ranges documents: a
+// set given there is the store's until the refresher's Run installs its own
+// starting set, the source's snapshot, before any fetch.
+func TestRefresherRunReplacesGivenRanges(t *testing.T) {
+	p := MustNew(Config{Platform: Cloudflare, Topology: Direct(), Ranges: clientip.MustParsePrefixSet("104.16.0.0/13")})
+	store, err := p.NewStore(clientip.StoreOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "104.16.0.0/13", store.Ranges()["cloudflare"].String())
+	r, err := p.NewRefresher(store, ranges.RefresherConfig{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Run delivers the starting set, then stops before fetching
+	assert.ErrorIs(t, r.Run(ctx), context.Canceled)
+	assert.Equal(t, Cloudflare.Ranges().String(), store.Ranges()["cloudflare"].String())
+	assert.Equal(t, ranges.ProvenanceSnapshot, r.Status().Provenance)
+}

@@ -49,6 +49,16 @@ type docState struct {
 // set ([CheckSet]), because whoever can write the file chooses whom we trust.
 func readCache(path string, src *Source, allowPrivate bool) ([]docState, clientip.PrefixSet, time.Time, error) {
 	var zero clientip.PrefixSet
+	// A named pipe would block the open until a writer came (see fetchFile).
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, zero, time.Time{}, err
+	case err != nil:
+		return nil, zero, time.Time{}, fmt.Errorf("%w: %v", ErrCache, err)
+	case !fi.Mode().IsRegular():
+		return nil, zero, time.Time{}, fmt.Errorf("%w: %s is not a regular file", ErrCache, path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

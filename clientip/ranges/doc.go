@@ -29,8 +29,8 @@
 //   - Strict parsers. Every entry of a document is validated with
 //     [net/netip] — host bits set, zones, bad lengths, the wrong family and
 //     an HTML error page in place of a list are errors, not skipped lines —
-//     and documents are size-bounded. A document that is partly wrong is
-//     refused whole.
+//     and documents are bounded in size and in the prefixes they select
+//     ([MaxPrefixes]). A document that is partly wrong is refused whole.
 //   - Never everything, never nothing. A set holding 0.0.0.0/0 or ::/0, a
 //     prefix wider than /8 (IPv4) or /16 (IPv6), or reserved space is always
 //     refused; private, loopback, link-local and CGNAT space unless allowed

@@ -16,7 +16,8 @@ var (
 	ErrUnknownProvider = errors.New("ranges: unknown provider")
 
 	// ErrTooLarge means a document is larger than the limit of its format or
-	// the refresher's MaxBytes. Nothing of it is used.
+	// the refresher's MaxBytes, or selects more than [MaxPrefixes]
+	// prefixes. Nothing of it is used.
 	ErrTooLarge = errors.New("ranges: document too large")
 
 	// ErrMalformed means a document is not in its provider's format: not

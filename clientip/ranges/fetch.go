@@ -2,12 +2,13 @@ package ranges
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -31,8 +32,8 @@ type fetched struct {
 }
 
 // fetch reads one document: an https (or allowed http) URL with a
-// conditional GET, or a local file whose size and modification time serve as
-// its validator.
+// conditional GET, or a local file, read whole each time, whose content's
+// SHA-256 serves as its validator.
 func (r *Refresher) fetch(ctx context.Context, now time.Time, loc string, prev docState, have bool) (fetched, error) {
 	if !isURL(loc) {
 		return r.fetchFile(now, loc, prev, have)
@@ -87,6 +88,14 @@ func (r *Refresher) fetch(ctx context.Context, now time.Time, loc string, prev d
 }
 
 func (r *Refresher) fetchFile(now time.Time, path string, prev docState, have bool) (fetched, error) {
+	// Opening a named pipe for reading blocks until a writer opens it,
+	// beyond the reach of Timeout and with the refresher's lock held: look
+	// before opening, and look again at what was opened.
+	if fi, err := os.Stat(path); err != nil {
+		return fetched{}, err
+	} else if !fi.Mode().IsRegular() {
+		return fetched{}, fmt.Errorf("%w: %s is not a regular file", ErrMalformed, path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return fetched{}, err
@@ -102,14 +111,19 @@ func (r *Refresher) fetchFile(now time.Time, path string, prev docState, have bo
 	if fi.Size() > int64(r.maxBytes) {
 		return fetched{}, fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrTooLarge, path, fi.Size(), r.maxBytes)
 	}
-	tag := "file:" + strconv.FormatInt(fi.Size(), 10) + ":" + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
-	confirmed := earlier(fi.ModTime(), now)
-	if have && prev.etag == tag {
-		return fetched{notModified: true, etag: tag, confirmed: confirmed}, nil
-	}
 	body, err := readLimited(f, r.maxBytes)
 	if err != nil {
 		return fetched{}, err
+	}
+	// The content is the validator: a file replaced by one of the same
+	// size whose modification time reads the same (seconds kept by the
+	// filesystem, or times preserved by cp -p, rsync -t or tar) is another
+	// list all the same.
+	sum := sha256.Sum256(body)
+	tag := "file:sha256:" + hex.EncodeToString(sum[:])
+	confirmed := earlier(fi.ModTime(), now)
+	if have && prev.etag == tag {
+		return fetched{notModified: true, etag: tag, confirmed: confirmed}, nil
 	}
 	return fetched{body: body, etag: tag, confirmed: confirmed}, nil
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"math"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -166,5 +168,41 @@ func FuzzDiff(f *testing.F) {
 		if math.Abs(got.Shrink-wantShrink) > 1e-12 || math.Abs(got.Growth-wantGrowth) > 1e-12 {
 			t.Fatalf("Diff(%s, %s) = %+v, counting gives shrink %v growth %v", cur, next, got, wantShrink, wantGrowth)
 		}
+	})
+}
+
+// FuzzReadCache feeds the refresher's disk copy, which whoever can write the
+// file chooses: no panic; an error wraps ErrCache; a copy that is used is
+// a set CheckSet accepts, made of canonical prefixes, with one document per
+// location of the source.
+func FuzzReadCache(f *testing.F) {
+	src := Cloudflare()
+	f.Add([]byte(`{"version": 1, "source": "` + src.String() + `", "confirmed": "2026-11-30T00:00:00Z", "documents": [
+		{"location": "https://www.cloudflare.com/ips-v4", "etag": "\"x\"", "prefixes": ["104.16.0.0/13"]},
+		{"location": "https://www.cloudflare.com/ips-v6", "prefixes": ["2606:4700::/32"]}]}`))
+	f.Add([]byte(`{"version": 1, "source": "` + src.String() + `", "confirmed": "2026-11-30T00:00:00Z", "documents": [
+		{"location": "https://www.cloudflare.com/ips-v4", "prefixes": ["0.0.0.0/0"]},
+		{"location": "https://www.cloudflare.com/ips-v6", "prefixes": ["::ffff:10.0.0.0/104"]}]}`))
+	f.Add([]byte(`{"version": 1}`))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "cache.json")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		docs, set, confirmed, err := readCache(path, src, false)
+		if err != nil {
+			if !errors.Is(err, ErrCache) {
+				t.Fatalf("error does not wrap ErrCache: %v", err)
+			}
+			return
+		}
+		if err := CheckSet(set, false); err != nil {
+			t.Fatalf("a copy CheckSet refuses was used: %v", err)
+		}
+		if len(docs) != len(src.locations) || confirmed.IsZero() {
+			t.Fatalf("%d documents for %d locations, confirmed %v", len(docs), len(src.locations), confirmed)
+		}
+		checkParsed(t, set, nil)
 	})
 }

@@ -27,6 +27,14 @@ const (
 	MaxAWSBytes = 32 << 20
 	// MaxAzureBytes bounds an Azure service-tags file (4.1 MB).
 	MaxAzureBytes = 64 << 20
+	// MaxPrefixes bounds the prefixes one document selects (after its
+	// filter), in every format and in a refresher's disk copy: about eight
+	// times the whole of AWS's ip-ranges.json (16,828 prefixes) and ten
+	// times Azure's largest tag (AzureCloud, 12,362). A document within its
+	// byte limit can list far more, and a set of scattered /128s costs
+	// about a kilobyte a prefix to build and to look up in; a larger
+	// selection is refused with [ErrTooLarge] before the set is built.
+	MaxPrefixes = 1 << 17
 )
 
 // family is the address family an entry must have.
@@ -160,10 +168,13 @@ func checkStamp(format, syncToken, timeField, timeValue, layout string) error {
 }
 
 // finish builds the set of a document's selected prefixes; an empty
-// selection is ErrEmpty.
+// selection is ErrEmpty, one of more than MaxPrefixes ErrTooLarge.
 func finish(ps []netip.Prefix, what string) (clientip.PrefixSet, error) {
-	if len(ps) == 0 {
+	switch {
+	case len(ps) == 0:
 		return clientip.PrefixSet{}, fmt.Errorf("%w: %s", ErrEmpty, what)
+	case len(ps) > MaxPrefixes:
+		return clientip.PrefixSet{}, fmt.Errorf("%w: %d prefixes, the limit is %d", ErrTooLarge, len(ps), MaxPrefixes)
 	}
 	s, err := clientip.NewPrefixSet(ps...)
 	if err != nil { // unreachable: every prefix was checked above

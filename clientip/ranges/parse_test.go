@@ -318,3 +318,43 @@ func TestParseFastly(t *testing.T) {
 		})
 	}
 }
+
+// TestParseTooManyPrefixes: a document within its byte limit that lists
+// more than MaxPrefixes prefixes is refused before its set is built. A
+// hostile Azure file of 64 MiB holds 1.5 million scattered /128s, whose set
+// took 1.7 GB of live heap (2.3 GB allocated, half a minute of CPU), and a
+// refresher keeps a refused set as pending.
+func TestParseTooManyPrefixes(t *testing.T) {
+	scattered := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			// Spread over every byte of the address, as a hostile list would.
+			out[i] = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 15: byte(i), 14: byte(i >> 8), 13: byte(i >> 16), 7: byte(i)}).String() + "/128"
+		}
+		return out
+	}
+	quoted := func(ps []string) string { return `"` + strings.Join(ps, `","`) + `"` }
+	azure := func(ps []string) []byte {
+		return []byte(`{"changeNumber": 1, "cloud": "Public", "values": [{"name": "` + AzureTagFrontDoorBackend +
+			`", "id": "x", "properties": {"addressPrefixes": [` + quoted(ps) + `]}}]}`)
+	}
+	aws := func(ps []string) []byte {
+		entries := make([]string, len(ps))
+		for i, p := range ps {
+			entries[i] = `{"ipv6_prefix": "` + p + `", "region": "r", "service": "S", "network_border_group": "r"}`
+		}
+		return []byte(`{"syncToken": "1787411825", "createDate": "2026-08-22-15-17-05", "prefixes": [], "ipv6_prefixes": [` +
+			strings.Join(entries, ",") + `]}`)
+	}
+
+	atLimit, over := scattered(MaxPrefixes), scattered(MaxPrefixes+1)
+	set, err := ParseAzureServiceTags(azure(atLimit), AzureTagFrontDoorBackend)
+	must.NoError(t, err, "MaxPrefixes prefixes")
+	assert.Equal(t, MaxPrefixes, set.Len())
+	_, err = ParseAzureServiceTags(azure(over), AzureTagFrontDoorBackend)
+	assert.ErrorIs(t, err, ErrTooLarge, "Azure, MaxPrefixes+1")
+	_, err = ParseAWS(aws(over), AWSFilter{Services: []string{"S"}})
+	assert.ErrorIs(t, err, ErrTooLarge, "AWS, MaxPrefixes+1")
+	_, err = ParseAWS(aws(over), AWSFilter{Services: []string{"other"}})
+	assert.ErrorIs(t, err, ErrEmpty, "the limit counts what the filter selects")
+}

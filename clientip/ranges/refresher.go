@@ -258,6 +258,11 @@ func (r *Refresher) start() *current {
 	}
 	if r.cacheFile != "" {
 		docs, set, confirmed, err := readCache(r.cacheFile, r.src, r.allowPrivate)
+		// A copy cannot have been confirmed after now (a clock that ran
+		// ahead when it was written, or an edited file); taken as it
+		// stands, its age would read zero, and Check would call it fresh,
+		// until that date.
+		confirmed = earlier(confirmed, r.now())
 		switch {
 		case err == nil && (!haveSnap || !confirmed.Before(snap.Date)):
 			r.docs, r.have = docs, true

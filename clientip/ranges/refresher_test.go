@@ -404,8 +404,37 @@ func TestRefresherDiskCopy(t *testing.T) {
 	assert.Equal(t, 21, st.Prefixes, "after the provider came back")
 }
 
+// TestRefresherDiskCopyFromTheFuture: a disk copy confirmed after now (a
+// clock that ran ahead when it was written, or an edited file) counts as
+// confirmed now, so its age grows from the start and Check reports it stale
+// once the provider has been unreachable for longer than allowed. Taken as
+// it stood, its age read zero until 2099 and every health check passed.
+func TestRefresherDiskCopyFromTheFuture(t *testing.T) {
+	src := Cloudflare()
+	cache := filepath.Join(t.TempDir(), "cache.json")
+	must.NoError(t, os.WriteFile(cache, []byte(`{"version": 1, "source": "`+src.String()+`", "confirmed": "2099-01-01T00:00:00Z", "documents": [
+		{"location": "https://www.cloudflare.com/ips-v4", "prefixes": ["104.16.0.0/13"]},
+		{"location": "https://www.cloudflare.com/ips-v6", "prefixes": ["2606:4700::/32"]}]}`), 0o644))
+	clock := newClock(t0)
+	r, err := NewRefresher(RefresherConfig{Source: src, CacheFile: cache, Clock: clock.Now})
+	must.NoError(t, err)
+	st := r.Status()
+	must.Equal(t, ProvenanceDisk, st.Provenance)
+	assert.Equal(t, t0, st.Confirmed, "confirmed no later than now")
+	clock.Advance(2 * time.Hour)
+	assert.ErrorIs(t, r.Check(time.Hour), ErrStale, "two hours without the provider")
+}
+
 func TestRefresherDiskCopyRefused(t *testing.T) {
 	src := Cloudflare()
+	var b strings.Builder
+	for i := range MaxPrefixes + 1 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"` + netip.AddrFrom16([16]byte{0x26, 0x06, 0x47, 0x00, 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)}).String() + `/128"`)
+	}
+	many := "[" + b.String() + "]"
 	valid := func(confirmed, prefix string) string {
 		return `{"version": 1, "source": "` + src.String() + `", "confirmed": "` + confirmed + `", "documents": [
 			{"location": "https://www.cloudflare.com/ips-v4", "prefixes": ["` + prefix + `"]},
@@ -427,6 +456,7 @@ func TestRefresherDiskCopyRefused(t *testing.T) {
 		{"a copy with an empty document", strings.Replace(valid("2026-11-30T00:00:00Z", "104.16.0.0/13"), `["2606:4700::/32"]`, `[]`, 1), ErrEmpty, false},
 		{"a copy of another version", strings.Replace(valid("2026-11-30T00:00:00Z", "104.16.0.0/13"), `"version": 1`, `"version": 2`, 1), ErrCache, false},
 		{"not JSON", "{", ErrCache, false},
+		{"a copy of more than MaxPrefixes prefixes", strings.Replace(valid("2026-11-30T00:00:00Z", "104.16.0.0/13"), `["2606:4700::/32"]`, many, 1), ErrTooLarge, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -576,6 +606,34 @@ func TestRefresherFileLocation(t *testing.T) {
 	src, _ = AzureFrontDoor(filepath.Join(dir, "d"))
 	r, _ = NewRefresher(RefresherConfig{Source: src, Clock: clock.Now})
 	assert.ErrorIs(t, r.Refresh(context.Background()), ErrMalformed, "a directory")
+}
+
+// TestRefresherFileRewrittenWithSameSizeAndTime: a list file replaced by
+// one of the same length whose modification time reads the same (a
+// filesystem that keeps seconds, or a copy that preserves times, such as
+// cp -p, rsync -t or tar) is read again: size and modification time were
+// the file's validator, so the old list stayed trusted until the file
+// changed once more.
+func TestRefresherFileRewrittenWithSameSizeAndTime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "proxies.txt")
+	mtime := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	write := func(list string) {
+		t.Helper()
+		must.NoError(t, os.WriteFile(path, []byte(list), 0o644))
+		must.NoError(t, os.Chtimes(path, mtime, mtime))
+	}
+	write("198.51.100.0/24\n203.0.113.0/25\n")
+	src, err := NewSource(SourceConfig{Provider: ProviderCIDRList, Locations: []string{path}})
+	must.NoError(t, err)
+	r, err := NewRefresher(RefresherConfig{Source: src, Clock: newClock(t0).Now, MaxShrink: 1, MaxGrowth: math.Inf(1)})
+	must.NoError(t, err)
+	must.NoError(t, r.Refresh(context.Background()))
+	must.Equal(t, "198.51.100.0/24,203.0.113.0/25", r.Current().String())
+	write("198.51.100.0/24\n203.0.113.0/26\n")
+	must.NoError(t, r.Refresh(context.Background()))
+	assert.Equal(t, "198.51.100.0/24,203.0.113.0/26", r.Current().String(), "the list as the file now holds it")
+	must.NoError(t, r.Refresh(context.Background()))
+	assert.Equal(t, uint64(1), r.Status().Unchanged, "an unchanged file is confirmed, not installed again")
 }
 
 func TestRefresherRun(t *testing.T) {

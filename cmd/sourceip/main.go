@@ -52,9 +52,11 @@ import (
 	"maps"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -79,8 +81,27 @@ func (h headerFlags) Set(v string) error {
 	if !ok {
 		return errors.New(`want "Name: value"`)
 	}
-	http.Header(h).Add(strings.TrimSpace(name), strings.TrimSpace(value))
+	name = strings.TrimSpace(name)
+	if !validFieldName(name) {
+		return fmt.Errorf("%q is not a header name (RFC 9110 §5.1: one or more of A-Z a-z 0-9 !#$%%&'*+-.^_`|~)", name)
+	}
+	http.Header(h).Add(name, strings.TrimSpace(value))
 	return nil
+}
+
+// validFieldName reports whether s is an HTTP field name: a token of RFC
+// 9110 §5.6.2.
+func validFieldName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 func main() {
@@ -199,6 +220,17 @@ func parseAndRun(fs *flag.FlagSet, args []string, out io.Writer) error {
 		}
 		return fetchAndPrint(out, *fetch, *advice, *raw, *timeout)
 	}
+	for _, name := range []string{"peer", "proxy"} {
+		if set[name] && fs.Lookup(name).Value.String() == "" {
+			// An unset shell variable, say: without this, -peer "" ran the
+			// built-in cases and exited 0, as if something had resolved.
+			want := "addr:port"
+			if name == "peer" {
+				want += ` or "unix"`
+			}
+			return usageError{fmt.Errorf("-%s is empty: want %s", name, want)}
+		}
+	}
 	if *peer == "" {
 		if bad := others("peer"); len(bad) > 0 {
 			return usageError{fmt.Errorf("%s given without -peer or -fetch (the built-in cases run only with no flags)", strings.Join(bad, ", "))}
@@ -249,6 +281,7 @@ func report(out io.Writer, r *clientip.Resolver, t clientip.Transport, h http.He
 	rep := explain.ReportFor(r, t, h)
 	var walk strings.Builder
 	rep.WriteWalk(&walk)
+	writeOtherHeaders(&walk, r.Config().Header, h, rep.Headers)
 	for line := range strings.Lines(walk.String()) {
 		if line != "\n" {
 			line = "  " + line
@@ -269,6 +302,33 @@ func report(out io.Writer, r *clientip.Resolver, t clientip.Transport, h http.He
 		log.Info("resolved", "clientip", res)
 	}
 	return err
+}
+
+// writeOtherHeaders lists the -H headers the report left out because they
+// are no forwarding header it knows, so that each one is said to be unread.
+func writeOtherHeaders(w io.Writer, configured string, h http.Header, listed []explain.HeaderInfo) {
+	seen := map[string]bool{textproto.CanonicalMIMEHeaderKey(configured): true}
+	for _, hi := range listed {
+		seen[textproto.CanonicalMIMEHeaderKey(hi.Name)] = true
+	}
+	var names []string
+	for name := range h {
+		if !seen[textproto.CanonicalMIMEHeaderKey(name)] {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	slices.Sort(names)
+	fmt.Fprintf(w, "\nother headers:\n")
+	for _, name := range names {
+		vals := make([]string, len(h[name]))
+		for i, v := range h[name] {
+			vals[i] = strconv.Quote(v)
+		}
+		fmt.Fprintf(w, "  %s: %s\n      not read: the configuration reads %s only\n", name, strings.Join(vals, ", "), configured)
+	}
 }
 
 // maxDocument bounds the body -fetch reads.
