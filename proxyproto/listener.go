@@ -50,7 +50,8 @@ type Config struct {
 	// per connection and judges the whole connection with it; the resolver
 	// travels with the connection ([ResolverFromConn]) so that the walk reads
 	// the PROXY layer under the trust that believed it. Nil (the default)
-	// trusts no upstream.
+	// trusts no upstream; a nil pointer (a *clientip.Store never set) is a
+	// configuration error.
 	//
 	// In hop-count mode (clientip.Config.TrustedHops) without
 	// TrustedProxies, the walk steps over any socket peer, but the listener
@@ -456,14 +457,18 @@ func (l *Listener) trusts(r *clientip.Resolver, peer netip.AddrPort) bool {
 	return c.TrustedHops == 0 || c.TrustedProxies.Len() > 0
 }
 
-// checkUpstreams refuses Upstreams without a Trust, a Trust whose Resolver
-// is nil, and an Upstreams prefix the Trust's resolver does not trust.
+// checkUpstreams refuses Upstreams without a Trust, a Trust that is a nil
+// pointer or whose Resolver is nil, and an Upstreams prefix the Trust's
+// resolver does not trust.
 func checkUpstreams(t clientip.Trust, ups clientip.PrefixSet) error {
 	if t == nil {
 		if ups.Len() > 0 {
 			return fmt.Errorf("%w: Upstreams %s without a Trust: no upstream would be trusted", ErrInvalidConfig, ups)
 		}
 		return nil
+	}
+	if nilPointer(t) {
+		return fmt.Errorf("%w: Trust is a nil %T", ErrInvalidConfig, t)
 	}
 	r := t.Resolver()
 	if r == nil {
