@@ -131,6 +131,16 @@ func checkHeader(t *testing.T, data []byte, h Header, n int) {
 			t.Fatal("accepted a header whose checksum does not verify")
 		}
 	}
+	// Written as parsed, its checksum field gets the new header's checksum.
+	if _, ok := h.TLVs.CRC32C(); ok {
+		b, err := h.Format()
+		if err != nil {
+			t.Fatalf("Format(%+v): %v", h, err)
+		}
+		if _, _, err := ParseHeader(b); err != nil {
+			t.Fatalf("written with its checksum field: %v", err)
+		}
+	}
 	// Round trip through the writer (without the checksum field, which
 	// covers bytes the writer may encode differently).
 	var kept []TLV
