@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 
 	pp "github.com/pires/go-proxyproto"
 )
@@ -110,7 +111,8 @@ func WriteHeader(w io.Writer, h Header) error {
 // writes h before returning the connection, for clients, test tools and small
 // load balancers that speak to a PROXY protocol receiver. When h is a PROXY
 // header with no Source or Destination, the connection's own local and remote
-// addresses fill them in.
+// addresses fill them in, without their zones (a link-local address's
+// interface), which a header cannot carry.
 func DialContext(ctx context.Context, d *net.Dialer, network, address string, h Header) (net.Conn, error) {
 	if d == nil {
 		d = new(net.Dialer)
@@ -121,10 +123,10 @@ func DialContext(ctx context.Context, d *net.Dialer, network, address string, h 
 	}
 	if h.Command == CommandProxy {
 		if !h.Source.IsValid() {
-			h.Source = socketAddrPort(c.LocalAddr())
+			h.Source = unzoned(socketAddrPort(c.LocalAddr()))
 		}
 		if !h.Destination.IsValid() {
-			h.Destination = socketAddrPort(c.RemoteAddr())
+			h.Destination = unzoned(socketAddrPort(c.RemoteAddr()))
 		}
 	}
 	if err := WriteHeader(c, h); err != nil {
@@ -132,4 +134,9 @@ func DialContext(ctx context.Context, d *net.Dialer, network, address string, h 
 		return nil, err
 	}
 	return c, nil
+}
+
+// unzoned returns p without its address's zone.
+func unzoned(p netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(p.Addr().WithZone(""), p.Port())
 }
