@@ -129,7 +129,8 @@ type Config struct {
 	MaxHeaderBytes int
 
 	// OnReject, when set, is called once for every connection the listener
-	// refuses after reading from it, after closing it, on a goroutine of the
+	// refuses after reading from it, after closing it and freeing its
+	// pending slot (a slow callback holds no budget), on a goroutine of the
 	// listener's (never the one accepting from the inner listener). It may be
 	// called concurrently and should return promptly. Connections shed on
 	// arrival over a pending budget are not reported here, only counted in
@@ -558,24 +559,27 @@ func (l *Listener) readHeader(hs *handshake) outcome {
 }
 
 // finish hands hs's connection to Accept or closes it, and releases its slot.
-// From the accept loop (inline), OnReject runs in a goroutine of its own so
-// that a slow callback cannot stall accepting.
+// A refused connection's slot is released before OnReject runs, so that a
+// slow callback holds no budget for a connection that is gone; from the
+// accept loop (inline), OnReject runs in a goroutine of its own so that it
+// cannot stall accepting either.
 func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 	if hs.buf != nil {
 		bufPool.Put(hs.buf)
 	}
 	hs.buf, hs.big = nil, nil
-	defer l.release(hs)
 	nc := hs.nc
 	if r.err != nil {
 		// Counted before the peer can see the close; closing the listener
 		// is not a rejection.
 		if l.closed() {
 			nc.Close()
+			l.release(hs)
 			return
 		}
 		l.rejected[r.reason].Add(1)
 		nc.Close()
+		l.release(hs)
 		if l.onReject != nil {
 			rej := Rejection{
 				Peer:     hs.peer,
@@ -594,6 +598,7 @@ func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 		}
 		return
 	}
+	defer l.release(hs)
 	r.facts.Peer = hs.peer
 	r.facts.Local = socketAddrPort(nc.LocalAddr())
 	// The walk honours this judgement for the connection's lifetime: a
