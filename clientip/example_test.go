@@ -154,6 +154,23 @@ func ExampleRateLimitKey() {
 	// 2001:db8:1::/56
 }
 
+// An address that carries an IPv4 address is keyed by it: a 6to4 host,
+// and the IPv4 clients an IPv6-only service sees through its NAT64
+// translator (here one of its own, in RFC 8215's local-use prefix).
+func ExampleKeyer_Key() {
+	k := clientip.Keyer{NAT64: netip.MustParsePrefix("64:ff9b:1::/96")}
+	for _, a := range []string{"2002:c633:6407:1::1", "64:ff9b::192.0.2.33", "64:ff9b:1::192.0.2.34"} {
+		p, _ := k.Key(netip.MustParseAddr(a))
+		fmt.Println(p)
+	}
+	fmt.Println(clientip.Keyer{NAT64: netip.MustParsePrefix("64:ff9b:1::/80")}.Valid())
+	// Output:
+	// 198.51.100.7/32
+	// 192.0.2.33/32
+	// 192.0.2.34/32
+	// clientip: invalid configuration: Keyer.NAT64 64:ff9b:1::/80 is not an IPv6 prefix of 32, 40, 48, 56, 64 or 96 bits with its host bits zero (RFC 6052 §2.2)
+}
+
 // ReasonOf names the kind of a failure, for a log field or a metric
 // attribute that must never hold what a client wrote.
 func ExampleReasonOf() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"time"
 
 	"google.golang.org/grpc"
@@ -53,7 +52,8 @@ type RateLimit struct {
 	Store ratelimit.Store
 
 	// Keyer turns the client into its bucket's key; the zero Keyer keys
-	// IPv4 clients by address and IPv6 clients by /64.
+	// IPv4 clients by address and IPv6 clients by /64 (6to4, Teredo and
+	// NAT64 clients by the IPv4 address they carry).
 	Keyer clientip.Keyer
 
 	// Identity, when not nil, narrows each client's bucket to one per (key,
@@ -111,10 +111,8 @@ func New(cfg Config) (*Interceptor, error) {
 		if err := s.Limit().Valid(); err != nil {
 			return nil, fmt.Errorf("%w: the RateLimit Store's limit: %w", ErrInvalidConfig, err)
 		}
-		_, ok4 := cfg.RateLimit.Keyer.Key(netip.AddrFrom4([4]byte{127, 0, 0, 1}))
-		_, ok6 := cfg.RateLimit.Keyer.Key(netip.IPv6Loopback())
-		if !ok4 || !ok6 {
-			return nil, fmt.Errorf("%w: RateLimit Keyer %+v has a prefix length out of range", ErrInvalidConfig, cfg.RateLimit.Keyer)
+		if err := cfg.RateLimit.Keyer.Valid(); err != nil {
+			return nil, fmt.Errorf("%w: RateLimit: %w", ErrInvalidConfig, err)
 		}
 	}
 	return &Interceptor{cfg: cfg}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -366,6 +367,7 @@ func TestNew(t *testing.T) {
 		{"nil resolver", Config{Trust: (*clientip.Resolver)(nil)}},
 		{"invalid limit", Config{Trust: r, RateLimit: RateLimit{Store: &ratelimit.Limiter{}}}},
 		{"keyer out of range", Config{Trust: r, RateLimit: RateLimit{Store: lim, Keyer: clientip.Keyer{IPv6Bits: 129}}}},
+		{"keyer with a NAT64 prefix RFC 6052 does not allow", Config{Trust: r, RateLimit: RateLimit{Store: lim, Keyer: clientip.Keyer{NAT64: netip.MustParsePrefix("64:ff9b:1::/80")}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 // Package ratelimit limits events per client with token buckets keyed by
 // the client that [github.com/sourceip/sourceip/clientip] resolved: one
-// bucket per IPv4 address or IPv6 /64 (a [clientip.Keyer]), optionally
+// bucket per IPv4 address or IPv6 /64 (a [clientip.Keyer]; a 6to4, Teredo
+// or NAT64 client by the IPv4 address it carries), optionally
 // narrowed by a verified identity.
 //
 // A [Limiter] holds the buckets of one process in bounded memory; its

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
@@ -22,7 +21,8 @@ type HTTPConfig struct {
 	Store Store
 
 	// Keyer turns the client into its bucket's key; the zero Keyer keys
-	// IPv4 clients by address and IPv6 clients by /64.
+	// IPv4 clients by address and IPv6 clients by /64 (6to4, Teredo and
+	// NAT64 clients by the IPv4 address they carry).
 	Keyer clientip.Keyer
 
 	// Name is the policy's name in the RateLimit fields; "" means
@@ -105,10 +105,8 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if err := ValidPolicyName(cfg.Name); err != nil {
 		return nil, err
 	}
-	_, ok4 := cfg.Keyer.Key(netip.AddrFrom4([4]byte{127, 0, 0, 1}))
-	_, ok6 := cfg.Keyer.Key(netip.IPv6Loopback())
-	if !ok4 || !ok6 {
-		return nil, fmt.Errorf("%w: Keyer %+v has a prefix length out of range", ErrInvalidConfig, cfg.Keyer)
+	if err := cfg.Keyer.Valid(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if cfg.OnUnresolved == nil {
 		cfg.OnUnresolved = unresolved

@@ -217,6 +217,8 @@ func TestNewHTTPInvalid(t *testing.T) {
 		{"the zero Limiter", HTTPConfig{Trust: trust, Store: &Limiter{}}},
 		{"a name that needs escaping", HTTPConfig{Trust: trust, Store: store, Name: `a"b`}},
 		{"a keyer out of range", HTTPConfig{Trust: trust, Store: store, Keyer: clientip.Keyer{IPv6Bits: 129}}},
+		{"a negative keyer length", HTTPConfig{Trust: trust, Store: store, Keyer: clientip.Keyer{IPv4Bits: -1}}},
+		{"a NAT64 prefix RFC 6052 does not allow", HTTPConfig{Trust: trust, Store: store, Keyer: clientip.Keyer{NAT64: netip.MustParsePrefix("64:ff9b:1::/80")}}},
 	}
 	for _, tc := range tests {
 		_, err := NewHTTP(tc.cfg)

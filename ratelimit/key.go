@@ -8,7 +8,8 @@ import (
 )
 
 // Key names a bucket: the client's rate-limit prefix from a
-// [clientip.Keyer] (an IPv4 address, an IPv6 /64 by default), optionally
+// [clientip.Keyer] (an IPv4 address, an IPv6 /64 by default, the IPv4
+// address a 6to4, Teredo or NAT64 address carries), optionally
 // narrowed by an identity. It is a comparable value, used as a map key
 // without allocation.
 type Key struct {
