@@ -146,7 +146,8 @@
 // rest, which slows a load balancer down but refuses none of its clients.
 // Config.MaxPendingUntrusted (default 1024) bounds the other peers', and
 // Config.MaxPendingPerSource (default 64) any one untrusted IPv4 address or
-// IPv6 /64. An untrusted connection over either bound is closed on arrival
+// IPv6 /64 (the IPv4 address an IPv6 one carries, behind NAT64 say). An
+// untrusted connection over either bound is closed on arrival
 // with a reset, without a byte read: the listener fails closed rather than
 // queueing it, and keeps accepting, so a trusted upstream's connection never
 // waits in the backlog behind a flood of untrusted ones. Such connections are

@@ -106,6 +106,8 @@ type Config struct {
 	// MaxPendingPerSource bounds the connections from one untrusted source
 	// waiting for their header or for Accept, a source being an IPv4 address
 	// or an IPv6 /64 (an IPv6 host can usually pick any address in its /64;
+	// an IPv6 address that carries an IPv4 one, 6to4, Teredo or NAT64
+	// 64:ff9b::/96, is that IPv4 address, as clientip.RateLimitKey has it;
 	// all Unix-domain peers are one source). A connection over it is closed
 	// at once, unread, and counted in [Stats].Shed, so a single source cannot
 	// take the whole untrusted budget. It does not apply to trusted
@@ -264,7 +266,7 @@ func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 		perSource = DefaultMaxPendingPerSource
 	}
 	l.slots = make(chan struct{}, maxPending)
-	l.untrust = untrustedBudget{max: maxUntrusted, perSource: perSource, bySource: make(map[netip.Addr]int)}
+	l.untrust = untrustedBudget{max: maxUntrusted, perSource: perSource, bySource: make(map[netip.Prefix]int)}
 	return l, nil
 }
 
