@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+
+	"github.com/sourceip/sourceip/clientip"
 )
 
 // Pending budgets: every connection a [Listener] holds while it waits for its
@@ -49,20 +51,17 @@ type untrustedBudget struct {
 
 	mu       sync.Mutex
 	pending  int
-	bySource map[netip.Addr]int // only sources with pending connections
+	bySource map[netip.Prefix]int // only sources with pending connections
 }
 
-// sourceKey is the unit of the per-source bound: an IPv4 address, or the
-// /64 an IPv6 address is in, since a single IPv6 host is usually given a
-// whole /64 and can pick any address in it. Unix-domain peers, which have
-// no IP address, share the zero key.
-func sourceKey(a netip.Addr) netip.Addr {
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.Addr()
-	}
-	return a
-}
+// sourceKey is the unit of the per-source bound, clientip's rate-limit key:
+// an IPv4 address, or the /64 an IPv6 address is in, since a single IPv6
+// host is usually given a whole /64 and can pick any address in it; an IPv6
+// address that carries an IPv4 address (6to4, Teredo, NAT64 64:ff9b::/96)
+// counts as that IPv4 address, so that the IPv4 clients behind a NAT64
+// translator, which share its /64, are not one source. Unix-domain peers,
+// which have no IP address, share the zero key.
+func sourceKey(a netip.Addr) netip.Prefix { return clientip.RateLimitKey(a) }
 
 // take reserves a slot for a connection from peer, or reports which bound is
 // reached.

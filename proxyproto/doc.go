@@ -101,7 +101,7 @@
 // the listener's optional-header mode: a connection is served whether or not
 // it starts with a header, and a header, when present, is read to its end
 // under the same deadline, size limits and validation as any other and is
-// never seen by the application. It is believed only from a peer in
+// never seen by the application. It is believed only from a peer
 // the listener trusts; from any other peer it is discarded and the peer
 // is served as itself. With no Trust, no header is ever
 // believed, which is what a health endpoint wants: its answer does not
@@ -123,9 +123,11 @@
 // Config.ReadHeaderTimeout (default 5 s; the specification asks for at least
 // 3 s to cover a TCP retransmit). A client
 // that connects and sends nothing is closed at the deadline and never blocks
-// Accept for anyone else; a header that cannot be valid is refused as soon as
-// that is known; at most 107 bytes (v1) or 16+4096 bytes (v2) are read as
-// header. Config.MaxHeaderBytes raises the v2 bound, up to the
+// Accept for anyone else; a v1 line with no CRLF in its first 107 bytes and a
+// v2 header whose length field is over the limit are refused as soon as
+// that is known, any other invalid header once it is complete (its version,
+// command, family and addresses are checked then), or at the deadline; at
+// most 107 bytes (v1) or 16+4096 bytes (v2) are read as header. Config.MaxHeaderBytes raises the v2 bound, up to the
 // specification's 16+65535, for trusted upstreams only (a load balancer that
 // forwards client certificates needs it); a connection gets a buffer larger
 // than the default only when its v2 length field asks for one within that
@@ -144,7 +146,8 @@
 // rest, which slows a load balancer down but refuses none of its clients.
 // Config.MaxPendingUntrusted (default 1024) bounds the other peers', and
 // Config.MaxPendingPerSource (default 64) any one untrusted IPv4 address or
-// IPv6 /64. An untrusted connection over either bound is closed on arrival
+// IPv6 /64 (the IPv4 address an IPv6 one carries, behind NAT64 say). An
+// untrusted connection over either bound is closed on arrival
 // with a reset, without a byte read: the listener fails closed rather than
 // queueing it, and keeps accepting, so a trusted upstream's connection never
 // waits in the backlog behind a flood of untrusted ones. Such connections are

@@ -46,8 +46,9 @@ type Facts struct {
 	PeerUntrusted bool
 
 	// NoHeaderFromUpstream reports that Peer is one of the listener's
-	// Config.Upstreams, the load balancers that speak PROXY, and sent no
-	// header (allowed under [HeaderlessAllow]). What follows is what the load
+	// Config.Upstreams, the load balancers that speak PROXY (or a trusted
+	// Unix-domain peer, which Upstreams does not narrow, of a listener with
+	// Upstreams), and sent no header (allowed under [HeaderlessAllow]). What follows is what the load
 	// balancer relayed as it came, so no trusted hop wrote any of it: a
 	// forwarding header in it is its client's own claim. Transport passes it
 	// on as clientip.Transport.ProxyLocal, so the walk ends at Peer

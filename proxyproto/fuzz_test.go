@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -129,6 +130,16 @@ func checkHeader(t *testing.T, data []byte, h Header, n int) {
 		at := n - h.TLVs.Len() + bytes.Index([]byte(h.TLVs.raw), []byte{byte(TLVCRC32C), 0, 4}) + 3
 		if crcs != 1 || headerCRC(data[:n], at) != sum {
 			t.Fatal("accepted a header whose checksum does not verify")
+		}
+	}
+	// Written as parsed, its checksum field gets the new header's checksum.
+	if _, ok := h.TLVs.CRC32C(); ok {
+		b, err := h.Format()
+		if err != nil {
+			t.Fatalf("Format(%+v): %v", h, err)
+		}
+		if _, _, err := ParseHeader(b); err != nil {
+			t.Fatalf("written with its checksum field: %v", err)
 		}
 	}
 	// Round trip through the writer (without the checksum field, which
@@ -358,4 +369,122 @@ func referenceValid(s SSL) bool {
 		return false
 	}
 	return true
+}
+
+// FuzzFormat writes arbitrary headers. Format may not panic; it refuses
+// exactly what its documentation says it refuses, with ErrInvalidHeaderValue;
+// what it writes, ParseHeader reads back as the header written (addresses
+// unmapped, a LOCAL header's addresses and TLVs dropped, a checksum field
+// filled in), unless a TLV breaks a receiver's rule.
+func FuzzFormat(f *testing.F) {
+	v4a, v4b := netip.MustParseAddr("192.0.2.1").AsSlice(), netip.MustParseAddr("198.51.100.1").AsSlice()
+	v6a, mapped := netip.MustParseAddr("2001:db8::1").AsSlice(), netip.MustParseAddr("::ffff:192.0.2.1").AsSlice()
+	f.Add(uint8(2), uint8(CommandProxy), v4a, uint16(1), v4b, uint16(2), []byte("\x02\x0bexample.com\x05\x02id"), true)
+	f.Add(uint8(2), uint8(CommandProxy), mapped, uint16(1), mapped, uint16(2), []byte("\x03\x04\x00\x00\x00\x00"), false)
+	f.Add(uint8(1), uint8(CommandProxy), v6a, uint16(1), v4b, uint16(443), []byte(nil), false)
+	f.Add(uint8(2), uint8(CommandLocal), []byte(nil), uint16(0), []byte(nil), uint16(0), []byte("\x04\x03\x00\x00\x00\x03\x04abcd"), true)
+	f.Fuzz(func(t *testing.T, version, command uint8, src []byte, sport uint16, dst []byte, dport uint16, tlvBytes []byte, addChecksum bool) {
+		// tlvBytes is a list of (type, length, value), the length cut to what is left.
+		var list []TLV
+		for s := tlvBytes; len(s) >= 2; {
+			typ, l := TLVType(s[0]), min(int(s[1]), len(s)-2)
+			list = append(list, TLV{typ, string(s[2 : 2+l])})
+			s = s[2+l:]
+		}
+		tlvs := mustTLVs(list...)
+		sa, _ := netip.AddrFromSlice(src)
+		da, _ := netip.AddrFromSlice(dst)
+		h := Header{Version: version, Command: Command(command), Source: netip.AddrPortFrom(sa, sport),
+			Destination: netip.AddrPortFrom(da, dport), TLVs: tlvs, AddChecksum: addChecksum}
+		if !sa.IsValid() {
+			h.Source = netip.AddrPort{}
+		}
+		if !da.IsValid() {
+			h.Destination = netip.AddrPort{}
+		}
+
+		// What a receiver makes of the TLVs, counting the checksum the
+		// writer adds when the TLVs hold none of 4 bytes.
+		crcs, fourByteCRC, ssls, badTLV := 0, false, 0, false
+		for _, tl := range list {
+			switch tl.Type {
+			case TLVCRC32C:
+				crcs++
+				fourByteCRC = fourByteCRC || len(tl.Value) == 4
+				badTLV = badTLV || len(tl.Value) != 4
+			case TLVUniqueID:
+				badTLV = badTLV || len(tl.Value) > maxUniqueID
+			case TLVSSL:
+				ssls++
+				_, err := parseSSL(tl.Value)
+				badTLV = badTLV || err != nil
+			}
+		}
+		added := addChecksum && !fourByteCRC
+		if added {
+			crcs++
+		}
+		badTLV = badTLV || crcs > 1 || ssls > 1
+
+		addrLen := 0
+		s, d := h.Source.Addr().Unmap(), h.Destination.Addr().Unmap()
+		if h.Command == CommandProxy {
+			addrLen = 36
+			if s.Is4() && d.Is4() {
+				addrLen = 12
+			}
+		}
+		extra := 0
+		if added {
+			extra = 7
+		}
+		wantErr := (version != 1 && version != 2) ||
+			(version == 1 && (tlvs.Len() > 0 || addChecksum)) ||
+			(h.Command != CommandProxy && h.Command != CommandLocal) ||
+			(h.Command == CommandProxy && (!h.Source.IsValid() || !h.Destination.IsValid())) ||
+			(version == 2 && addrLen+tlvs.Len()+extra > 0xffff)
+
+		b, err := h.Format()
+		if err != nil {
+			if !errors.Is(err, ErrInvalidHeaderValue) || !wantErr {
+				t.Fatalf("Format(%+v): %v", h, err)
+			}
+			return
+		}
+		if wantErr {
+			t.Fatalf("Format(%+v) wrote %q", h, b)
+		}
+		got, n, err := ParseHeader(b)
+		if version == 2 && h.Command == CommandProxy && badTLV {
+			if !errors.Is(err, ErrInvalidHeader) {
+				t.Fatalf("a header with a TLV that breaks a rule parsed: %+v, %v", got, err)
+			}
+			return
+		}
+		if err != nil || n != len(b) {
+			t.Fatalf("ParseHeader(Format(%+v)) = %+v, %d, %v", h, got, n, err)
+		}
+		want := Header{Version: version, Command: h.Command}
+		if h.Command == CommandProxy {
+			want.Source = netip.AddrPortFrom(s, h.Source.Port())
+			want.Destination = netip.AddrPortFrom(d, h.Destination.Port())
+			if version == 2 {
+				if added {
+					list = append(list, TLV{TLVCRC32C, ""})
+				}
+				// The checksum's value is the written header's, which
+				// ParseHeader verified; take it from there.
+				sum, _ := got.TLVs.Lookup(TLVCRC32C)
+				for i := range list {
+					if list[i].Type == TLVCRC32C {
+						list[i].Value = sum
+					}
+				}
+				want.TLVs = mustTLVs(list...)
+			}
+		}
+		if got != want {
+			t.Fatalf("ParseHeader(Format(%+v)) = %+v, want %+v", h, got, want)
+		}
+	})
 }

@@ -31,12 +31,13 @@ type Header struct {
 	Source, Destination netip.AddrPort
 
 	// TLVs are a v2 header's type-length-value fields, as sent (including
-	// any PP2_TYPE_CRC32C field, already verified when parsed).
+	// any PP2_TYPE_CRC32C field, already verified when parsed; the writer
+	// fills that field with the checksum of the header it writes).
 	TLVs TLVs
 
 	// AddChecksum makes the writer append a PP2_TYPE_CRC32C TLV computed over
-	// the whole header (v2 only). ParseHeader never sets it: a checksum that
-	// was present and verified stays in TLVs.
+	// the whole header (v2 only), unless TLVs already hold one. ParseHeader
+	// never sets it: a checksum that was present and verified stays in TLVs.
 	AddChecksum bool
 }
 

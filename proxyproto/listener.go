@@ -50,7 +50,8 @@ type Config struct {
 	// per connection and judges the whole connection with it; the resolver
 	// travels with the connection ([ResolverFromConn]) so that the walk reads
 	// the PROXY layer under the trust that believed it. Nil (the default)
-	// trusts no upstream.
+	// trusts no upstream; a nil pointer (a *clientip.Store never set) is a
+	// configuration error.
 	//
 	// In hop-count mode (clientip.Config.TrustedHops) without
 	// TrustedProxies, the walk steps over any socket peer, but the listener
@@ -105,6 +106,8 @@ type Config struct {
 	// MaxPendingPerSource bounds the connections from one untrusted source
 	// waiting for their header or for Accept, a source being an IPv4 address
 	// or an IPv6 /64 (an IPv6 host can usually pick any address in its /64;
+	// an IPv6 address that carries an IPv4 one, 6to4, Teredo or NAT64
+	// 64:ff9b::/96, is that IPv4 address, as clientip.RateLimitKey has it;
 	// all Unix-domain peers are one source). A connection over it is closed
 	// at once, unread, and counted in [Stats].Shed, so a single source cannot
 	// take the whole untrusted budget. It does not apply to trusted
@@ -128,7 +131,8 @@ type Config struct {
 	MaxHeaderBytes int
 
 	// OnReject, when set, is called once for every connection the listener
-	// refuses after reading from it, after closing it, on a goroutine of the
+	// refuses after reading from it, after closing it and freeing its
+	// pending slot (a slow callback holds no budget), on a goroutine of the
 	// listener's (never the one accepting from the inner listener). It may be
 	// called concurrently and should return promptly. Connections shed on
 	// arrival over a pending budget are not reported here, only counted in
@@ -262,7 +266,7 @@ func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 		perSource = DefaultMaxPendingPerSource
 	}
 	l.slots = make(chan struct{}, maxPending)
-	l.untrust = untrustedBudget{max: maxUntrusted, perSource: perSource, bySource: make(map[netip.Addr]int)}
+	l.untrust = untrustedBudget{max: maxUntrusted, perSource: perSource, bySource: make(map[netip.Prefix]int)}
 	return l, nil
 }
 
@@ -456,14 +460,18 @@ func (l *Listener) trusts(r *clientip.Resolver, peer netip.AddrPort) bool {
 	return c.TrustedHops == 0 || c.TrustedProxies.Len() > 0
 }
 
-// checkUpstreams refuses Upstreams without a Trust, a Trust whose Resolver
-// is nil, and an Upstreams prefix the Trust's resolver does not trust.
+// checkUpstreams refuses Upstreams without a Trust, a Trust that is a nil
+// pointer or whose Resolver is nil, and an Upstreams prefix the Trust's
+// resolver does not trust.
 func checkUpstreams(t clientip.Trust, ups clientip.PrefixSet) error {
 	if t == nil {
 		if ups.Len() > 0 {
 			return fmt.Errorf("%w: Upstreams %s without a Trust: no upstream would be trusted", ErrInvalidConfig, ups)
 		}
 		return nil
+	}
+	if nilPointer(t) {
+		return fmt.Errorf("%w: Trust is a nil %T", ErrInvalidConfig, t)
 	}
 	r := t.Resolver()
 	if r == nil {
@@ -553,24 +561,27 @@ func (l *Listener) readHeader(hs *handshake) outcome {
 }
 
 // finish hands hs's connection to Accept or closes it, and releases its slot.
-// From the accept loop (inline), OnReject runs in a goroutine of its own so
-// that a slow callback cannot stall accepting.
+// A refused connection's slot is released before OnReject runs, so that a
+// slow callback holds no budget for a connection that is gone; from the
+// accept loop (inline), OnReject runs in a goroutine of its own so that it
+// cannot stall accepting either.
 func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 	if hs.buf != nil {
 		bufPool.Put(hs.buf)
 	}
 	hs.buf, hs.big = nil, nil
-	defer l.release(hs)
 	nc := hs.nc
 	if r.err != nil {
 		// Counted before the peer can see the close; closing the listener
 		// is not a rejection.
 		if l.closed() {
 			nc.Close()
+			l.release(hs)
 			return
 		}
 		l.rejected[r.reason].Add(1)
 		nc.Close()
+		l.release(hs)
 		if l.onReject != nil {
 			rej := Rejection{
 				Peer:     hs.peer,
@@ -589,6 +600,7 @@ func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 		}
 		return
 	}
+	defer l.release(hs)
 	r.facts.Peer = hs.peer
 	r.facts.Local = socketAddrPort(nc.LocalAddr())
 	// The walk honours this judgement for the connection's lifetime: a

@@ -451,6 +451,44 @@ func TestListenerSilentClientDoesNotBlockAccept(t *testing.T) {
 	assert.Zero(t, st.TotalRejected())
 }
 
+// A connection refused while its header was awaited gives its pending slot
+// back before OnReject runs: the connection is closed, and a slow or stuck
+// callback must not hold the budget that live connections need. It held its
+// trusted slot until OnReject returned, so with MaxPending 1 the load
+// balancer's next connection was not accepted while the callback was stuck
+// (Stats counted the closed connection as pending).
+func TestListenerOnRejectHoldsNoSlot(t *testing.T) {
+	stuck := make(chan struct{})
+	called := make(chan Stats, 1)
+	var l *Listener
+	cfg := trustedLB()
+	cfg.MaxPending = 1
+	cfg.ReadHeaderTimeout = 100 * time.Millisecond
+	cfg.OnReject = func(Rejection) {
+		called <- l.Stats()
+		<-stuck
+	}
+	l = newListener(t, cfg)
+	defer close(stuck) // before the listener's cleanup closes it
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	dial(t, lbAddr, l.Addr().String()) // silent: refused at the deadline
+	st := <-called
+	assert.Zero(t, st.Pending, "pending while OnReject runs: %+v", st)
+	c := dial(t, lbAddr, l.Addr().String())
+	require.NoError(t, WriteHeader(c, header(2, "203.0.113.7:1", "192.0.2.10:2")))
+	select {
+	case sc := <-accepted:
+		sc.Close()
+	case <-time.After(5 * time.Second):
+		require.Fail(t, "the next connection was not accepted while OnReject was stuck")
+	}
+}
+
 func TestListenerClose(t *testing.T) {
 	base := runtime.NumGoroutine()
 	inner, err := net.Listen("tcp", lbAddr+":0")

@@ -18,9 +18,13 @@ const (
 	// header with its socket addresses, as if the upstream were the client.
 	// It is for load balancers whose health checks send no header. The
 	// connection's [Facts] then have Version 0, so the upstream itself is the
-	// client clientip sees, and clientip reports it as a trusted hop with no
-	// client (ErrAllTrusted) rather than passing the load balancer off as a
-	// client.
+	// socket peer clientip sees, and clientip reports it as a trusted hop with
+	// no client (ErrAllTrusted) rather than passing the load balancer off as
+	// a client. That holds for an HTTP request on the connection only when
+	// the upstream is listed in Config.Upstreams ([Facts].NoHeaderFromUpstream);
+	// otherwise the walk steps over the upstream into the request's forwarding
+	// header, as it would for a proxy that writes one (see the package
+	// documentation).
 	HeaderlessAllow
 )
 

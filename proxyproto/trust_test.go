@@ -39,6 +39,9 @@ func TestNewListenerUpstreams(t *testing.T) {
 			wantErr: "Upstreams prefix 10.0.0.0/8 is not trusted"},
 		{name: "Upstreams without a Trust", upstreams: "10.0.0.0/8", wantErr: "without a Trust"},
 		{name: "a Trust without a resolver", trust: nilTrust{}, wantErr: "nil Resolver"},
+		// A typed nil: a *clientip.Store variable never assigned, whose
+		// Resolver method dereferences its receiver. NewListener panicked.
+		{name: "a nil *clientip.Store is a configuration error, not a panic", trust: (*clientip.Store)(nil), wantErr: "Trust is a nil *clientip.Store"},
 		{name: "hop-count mode without TrustedProxies admits any Upstreams",
 			trust: clientip.MustNew(clientip.Config{TrustedHops: 1}), upstreams: "192.0.2.0/24"},
 		{name: "hop-count mode with TrustedProxies checks against them",
@@ -193,6 +196,7 @@ func TestResolverFromConn(t *testing.T) {
 		{"a trust == cannot compare: its resolver, no panic", sc, sliceTrust{other}, other},
 		{"a connection from elsewhere: the trust's resolver", &net.TCPConn{}, trust, trust},
 		{"no trust: nil", sc, nil, nil},
+		{"a nil *clientip.Store: nil, not a panic", sc, (*clientip.Store)(nil), nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 
 	pp "github.com/pires/go-proxyproto"
 )
@@ -14,7 +15,10 @@ import (
 // Destination without zones; when both are IPv4 (or IPv4-mapped) it is a
 // TCP4 header, otherwise TCP6 with any IPv4 side written IPv4-mapped, as
 // HAProxy does. A LOCAL header is "PROXY UNKNOWN\r\n" in v1 and carries no
-// addresses in v2. TLVs and AddChecksum need Version 2. Errors wrap
+// addresses in v2. TLVs and AddChecksum need Version 2; the TLVs are written
+// as given, except that the value of the first 4-byte PP2_TYPE_CRC32C field
+// among them is the checksum of the header written (spec 2.2.3), so a parsed
+// header is written with a checksum of its own. Errors wrap
 // [ErrInvalidHeaderValue].
 func (h Header) Format() ([]byte, error) {
 	if h.Version != 1 && h.Version != 2 {
@@ -55,9 +59,15 @@ func (h Header) Format() ([]byte, error) {
 	}
 	// go-proxyproto wrote the fixed part and the address block; append the
 	// TLVs as given (byte for byte, padding included) and fix the length.
-	b = append(b, h.TLVs.raw...)
+	// A CRC32C field among them (a parsed header's, verified for the header
+	// it came in) is filled with this header's checksum, as spec 2.2.3 asks
+	// of a sender; AddChecksum adds one only where there is none.
 	crcAt := -1
-	if h.AddChecksum {
+	if at := crcField(h.TLVs.raw); at >= 0 {
+		crcAt = len(b) + at
+	}
+	b = append(b, h.TLVs.raw...)
+	if h.AddChecksum && crcAt < 0 {
 		b = append(b, byte(TLVCRC32C), 0, 4, 0, 0, 0, 0)
 		crcAt = len(b) - 4
 	}
@@ -70,6 +80,19 @@ func (h Header) Format() ([]byte, error) {
 		binary.BigEndian.PutUint32(b[crcAt:], headerCRC(b, crcAt))
 	}
 	return b, nil
+}
+
+// crcField returns the offset in the TLV vector raw of the value of its first
+// 4-byte PP2_TYPE_CRC32C field, or -1.
+func crcField(raw string) int {
+	for i := 0; len(raw)-i >= 3; {
+		l := int(raw[i+1])<<8 | int(raw[i+2])
+		if raw[i] == byte(TLVCRC32C) && l == 4 && len(raw)-i >= 7 {
+			return i + 3
+		}
+		i += 3 + l
+	}
+	return -1
 }
 
 // WriteHeader writes h to w in one Write call, as the specification asks of
@@ -88,7 +111,8 @@ func WriteHeader(w io.Writer, h Header) error {
 // writes h before returning the connection, for clients, test tools and small
 // load balancers that speak to a PROXY protocol receiver. When h is a PROXY
 // header with no Source or Destination, the connection's own local and remote
-// addresses fill them in.
+// addresses fill them in, without their zones (a link-local address's
+// interface), which a header cannot carry.
 func DialContext(ctx context.Context, d *net.Dialer, network, address string, h Header) (net.Conn, error) {
 	if d == nil {
 		d = new(net.Dialer)
@@ -99,10 +123,10 @@ func DialContext(ctx context.Context, d *net.Dialer, network, address string, h 
 	}
 	if h.Command == CommandProxy {
 		if !h.Source.IsValid() {
-			h.Source = socketAddrPort(c.LocalAddr())
+			h.Source = unzoned(socketAddrPort(c.LocalAddr()))
 		}
 		if !h.Destination.IsValid() {
-			h.Destination = socketAddrPort(c.RemoteAddr())
+			h.Destination = unzoned(socketAddrPort(c.RemoteAddr()))
 		}
 	}
 	if err := WriteHeader(c, h); err != nil {
@@ -110,4 +134,9 @@ func DialContext(ctx context.Context, d *net.Dialer, network, address string, h 
 		return nil, err
 	}
 	return c, nil
+}
+
+// unzoned returns p without its address's zone.
+func unzoned(p netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(p.Addr().WithZone(""), p.Port())
 }

@@ -59,6 +59,43 @@ func TestFormatRoundTrip(t *testing.T) {
 	}
 }
 
+// Spec 2.2.3: a sender that sends a PP2_TYPE_CRC32C field MUST fill it with
+// the checksum of the header it sends. A parsed header keeps its verified
+// checksum in TLVs; one HAProxy sends from an IPv4-mapped frontend (TCP6
+// with ::ffff:a.b.c.d, crc32c) is written again as TCP4, so that checksum is
+// another header's. Written as given, it made the next receiver refuse the
+// header (ErrChecksum), and with AddChecksum there were two.
+func TestFormatChecksumOfTheWrittenHeader(t *testing.T) {
+	parsed, _, err := ParseHeader(withCRC(v2(0x21, 0x21, addrs6("::ffff:192.0.2.1", "::ffff:198.51.100.1", 1, 2), tlv(0x05, []byte("id-1")))))
+	require.NoError(t, err)
+	again := parsed
+	again.AddChecksum = true
+	tests := []struct {
+		name string
+		in   Header
+	}{
+		{"a parsed header written again", parsed},
+		{"a parsed header written again with AddChecksum", again},
+		{"a zero CRC32C field given in TLVs", Header{Version: 2, Command: CommandProxy, Source: ap("192.0.2.1:1"), Destination: ap("198.51.100.1:2"),
+			TLVs: mustTLVs(TLV{TLVUniqueID, "id-1"}, TLV{TLVCRC32C, "\x00\x00\x00\x00"})}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := tt.in.Format()
+			require.NoError(t, err)
+			got, n, err := ParseHeader(b)
+			require.NoError(t, err, "the written header")
+			assert.Equal(t, len(b), n)
+			var types []TLVType
+			for f := range got.TLVs.All() {
+				types = append(types, f.Type)
+			}
+			assert.Equal(t, []TLVType{TLVUniqueID, TLVCRC32C}, types, "one checksum, where it was")
+			assert.Equal(t, parsed.Source, got.Source)
+		})
+	}
+}
+
 func collect(t TLVs) []TLV {
 	var out []TLV
 	for f := range t.All() {
