@@ -108,8 +108,8 @@ type ForwardConfig struct {
 	// XForwardedOrigin. For a direct client that is the request this proxy
 	// received, its TLS state and Host, as RFC 7239 §5.3 and §5.4 define
 	// host= and proto=; set OriginConfig.AllowedHosts to confine the host.
-	// A request whose origin cannot be read is not forwarded with any
-	// forwarding header. Nil writes no origin.
+	// A request whose origin cannot be read is forwarded as one whose
+	// client is unknown (see [Forwarder.Header]). Nil writes no origin.
 	Origin *OriginReader
 
 	// XForwardedOrigin writes the verified origin as X-Forwarded-Proto,
@@ -132,7 +132,8 @@ type ForwardConfig struct {
 // With httputil.ReverseProxy, call [Forwarder.Rewrite] from its Rewrite
 // function; mount the resolve middleware in front of the proxy to refuse
 // requests whose chain cannot be verified (Rewrite cannot refuse them: it
-// forwards them without any forwarding header).
+// forwards them marked as forwarded for an unknown client, see
+// [Forwarder.Header]).
 type Forwarder struct {
 	cfg    ForwardConfig
 	remove []string // lower case, "-" for "_"
@@ -180,23 +181,33 @@ func (f *Forwarder) Rewrite(pr *httputil.ProxyRequest) { f.Header(pr.Out.Header,
 //     Entries to the left of the client are never written; every address
 //     is written in canonical form from the parsed value, never copied.
 //
-// When the chain cannot be verified (any error of [Resolver.Resolve],
+// When the chain cannot be verified (an error of [Resolver.Resolve],
 // ErrMasqueraded included: a node address must not reach the next hop as a
-// client), or its origin cannot be read, nothing is written and the error is
-// returned: the next hop sees the request as this proxy's own. It returns
-// the Result of the walk.
+// client), or its origin cannot be read, no address and no origin is
+// written and the error is returned. The request is then marked as
+// forwarded for a client whose address is unknown: X-Forwarded-For:
+// unknown, and Forwarded: for=unknown with by= (RFC 7239 §6.2), in the
+// formats ForwardConfig asks for. A next hop that trusts this proxy refuses
+// it (a resolver's walk fails with ErrMalformed or ErrUnknownHop), rather
+// than take it for this proxy's own request, which a policy's
+// AdmitInternal rule, or an application that trusts its proxies, would let
+// in as an internal caller's. Only [ErrAllTrusted], a chain whose every hop
+// is a trusted proxy (an internal caller's request), is forwarded with no
+// forwarding header, as this proxy's own. It returns the Result of the
+// walk.
 func (f *Forwarder) Header(out http.Header, in *http.Request) (Result, error) {
 	f.strip(out, in.Header["Connection"])
 	r := f.cfg.Trust.Resolver()
 	res, err := r.ResolveRequest(in)
-	if err != nil {
-		return res, err
-	}
 	var org Origin
-	if f.cfg.Origin != nil {
-		if org, err = f.cfg.Origin.ReadRequest(in, res); err != nil {
-			return res, err
+	if err == nil && f.cfg.Origin != nil {
+		org, err = f.cfg.Origin.ReadRequest(in, res)
+	}
+	if err != nil {
+		if ReasonOf(err) != ReasonAllTrusted {
+			f.unknown(out, in)
 		}
+		return res, err
 	}
 	chain := r.verifiedChain(make([]netip.Addr, 0, 8), res, in.Header)
 	if f.cfg.XForwardedFor && len(chain) > 0 {
@@ -221,6 +232,23 @@ func (f *Forwarder) Header(out http.Header, in *http.Request) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// unknown writes the forwarding headers of a request whose client this
+// proxy cannot vouch for: one hop whose address is unknown, in the formats
+// ForwardConfig asks for.
+func (f *Forwarder) unknown(out http.Header, in *http.Request) {
+	if f.cfg.XForwardedFor {
+		out["X-Forwarded-For"] = []string{"unknown"}
+	}
+	if f.cfg.Forwarded {
+		b := []byte("for=unknown")
+		if by := localAddr(in); by.IsValid() {
+			b = append(b, ";by="...)
+			b = appendNode(b, by)
+		}
+		out["Forwarded"] = []string{string(b)}
+	}
 }
 
 // strip removes the incoming forwarding headers and the hop-by-hop headers

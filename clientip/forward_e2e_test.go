@@ -92,6 +92,7 @@ func TestForwardChain(t *testing.T) {
 	}
 	tests := []struct {
 		name, from, url string
+		host            string   // the request's Host; "" is example.com
 		header          []string // added to the forged headers
 		want            []string
 	}{
@@ -115,9 +116,16 @@ func TestForwardChain(t *testing.T) {
 				"X-Forwarded-Proto: http",
 				"client 127.0.0.7 hop 2 origin http://example.com <nil>",
 			}},
-		{name: "spoof: a client on nginx's own address with a garbage chain: A verifies nothing and writes nothing, nor does B",
+		// Request laundering: a request A cannot vouch for must not reach
+		// the application as a request every hop is trusted on
+		// (all_trusted, which Rule.AdmitInternal admits as an internal
+		// caller's): A and B mark it as forwarded for an unknown client.
+		{name: "spoof: a client on nginx's own address with a garbage chain: A and B mark the client unknown, the application refuses it",
 			from: "127.0.0.4", url: proxyA.URL + "/", header: []string{"X-Forwarded-For", "garbage"},
-			want: []string{"unresolved: all_trusted"}},
+			want: []string{"Forwarded: for=unknown;by=127.0.0.1", "X-Forwarded-For: unknown", "unresolved: malformed"}},
+		{name: "spoof: a Host A does not allow, through nginx: A and B mark the client unknown, the application refuses it",
+			from: "127.0.0.7", url: fmt.Sprintf("https://127.0.0.1:%d/", np), host: "evil.example",
+			want: []string{"Forwarded: for=unknown;by=127.0.0.1", "X-Forwarded-For: unknown", "unresolved: malformed"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,6 +136,9 @@ func TestForwardChain(t *testing.T) {
 			req, err := http.NewRequest(http.MethodGet, tc.url, nil)
 			require.NoError(t, err)
 			req.Host = "example.com"
+			if tc.host != "" {
+				req.Host = tc.host
+			}
 			h := append(slices.Clone(forged), tc.header...)
 			for i := 0; i+1 < len(h); i += 2 {
 				req.Header.Set(h[i], h[i+1])

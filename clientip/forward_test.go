@@ -130,16 +130,18 @@ func TestForwarderHeader(t *testing.T) {
 		{name: "no format asked: only the removal", cfg: ForwardConfig{Trust: xffTrust},
 			in: forwardRequest("10.0.0.1:4000", false, forgedForwarding...), want: http.Header{}},
 
-		{name: "an unreadable chain: nothing written, the error returned", cfg: both,
-			in: forwardRequest("10.0.0.1:4000", false, "X-Forwarded-For", "198.51.100.7, garbage", "X-Real-Ip", "6.6.6.6"), want: http.Header{}, wantErr: ErrMalformed},
+		{name: "an unreadable chain: marked as forwarded for an unknown client, the error returned", cfg: both,
+			in:   forwardRequest("10.0.0.1:4000", false, "X-Forwarded-For", "198.51.100.7, garbage", "X-Real-Ip", "6.6.6.6"),
+			want: http.Header{"X-Forwarded-For": {"unknown"}, "Forwarded": {"for=unknown;by=192.0.2.1"}}, wantErr: ErrMalformed},
 		{name: "every hop trusted: nothing written", cfg: both,
 			in: forwardRequest("10.0.0.1:4000", false, "X-Forwarded-For", "10.0.0.9"), want: http.Header{}, wantErr: ErrAllTrusted},
 		{name: "a masqueraded client never reaches the next hop as a client",
 			cfg:  ForwardConfig{Trust: MustNew(Config{TrustedProxies: private10, Header: "X-Forwarded-For", Masquerade: MustParsePrefixSet("192.0.2.0/28")}), XForwardedFor: true},
 			in:   forwardRequest("10.0.0.1:4000", false, "X-Forwarded-For", "192.0.2.3"),
-			want: http.Header{}, wantErr: ErrMasqueraded},
-		{name: "an unreadable origin: nothing written", cfg: withOrigin,
-			in: forwardRequest("10.0.0.1:4000", false, "X-Forwarded-For", "198.51.100.7", "X-Forwarded-Host", "example.com"), want: http.Header{}, wantErr: ErrOriginMissing},
+			want: http.Header{"X-Forwarded-For": {"unknown"}}, wantErr: ErrMasqueraded},
+		{name: "an unreadable origin: no address and no origin written", cfg: withOrigin,
+			in:   forwardRequest("10.0.0.1:4000", false, "X-Forwarded-For", "198.51.100.7", "X-Forwarded-Host", "example.com"),
+			want: http.Header{"X-Forwarded-For": {"unknown"}, "Forwarded": {"for=unknown;by=192.0.2.1"}}, wantErr: ErrOriginMissing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,6 +159,72 @@ func TestForwarderHeader(t *testing.T) {
 			assert.Equal(t, before, tc.in.Header, "the inbound request is only read")
 		})
 	}
+}
+
+// Spoofing trick, request laundering: a request whose client this proxy
+// cannot vouch for must not reach the next hop as this proxy's own. Sent
+// without any forwarding header, it reads there as a request that every
+// hop is trusted on (ErrAllTrusted, with this proxy as the outermost hop),
+// which Rule.AdmitInternal admits as an internal caller's and an
+// application that trusts its proxies takes for the proxy's own: a client
+// sends a Host the origin reader refuses ("a..b"), arrives masqueraded, or
+// skips the load balancer in hop-count mode, and is let in as internal.
+// The Forwarder marks such a request as forwarded for an unknown client
+// (X-Forwarded-For: unknown, RFC 7239 §6.2's for=unknown), which a next
+// hop's walk refuses whatever it trusts. A chain whose every hop is trusted
+// is an internal caller's indeed, and is still forwarded as the proxy's own.
+func TestForwarderUnverifiedIsNotTheProxysOwn(t *testing.T) {
+	origin := MustNewOriginReader(OriginConfig{AllowedHosts: []string{"example.com"}})
+	withHost := func(r *http.Request, host string) *http.Request { r.Host = host; return r }
+	tests := []struct {
+		name    string
+		trust   Config
+		origin  *OriginReader
+		in      *http.Request
+		wantErr error
+	}{
+		{name: "a Host the origin reader refuses", trust: xffCfg(), origin: origin,
+			in: withHost(forwardRequest("203.0.113.9:5000", false), "a..b"), wantErr: ErrOriginMalformed},
+		{name: "a Host outside AllowedHosts", trust: xffCfg(), origin: origin,
+			in: withHost(forwardRequest("203.0.113.9:5000", false), "evil.example"), wantErr: ErrHostNotAllowed},
+		{name: "a masqueraded client", trust: Config{TrustedProxies: private10, Header: "X-Forwarded-For", Masquerade: MustParsePrefixSet("198.51.100.0/24")},
+			in: forwardRequest("10.0.0.1:4000", false, "X-Forwarded-For", "198.51.100.7"), wantErr: ErrMasqueraded},
+		{name: "an unreadable chain", trust: xffCfg(),
+			in: forwardRequest("10.0.0.1:4000", false, "X-Forwarded-For", "198.51.100.7, garbage"), wantErr: ErrMalformed},
+		{name: "hop-count mode: a client that skipped the load balancer", trust: Config{TrustedHops: 2, Header: "X-Forwarded-For"},
+			in: forwardRequest("203.0.113.9:5000", false), wantErr: ErrTooFewHops},
+	}
+	// The next hop trusts this proxy (192.0.2.1, forwardRequest's local
+	// address), reading either format.
+	nextXFF := MustNew(Config{TrustedProxies: MustParsePrefixSet("192.0.2.1"), Header: "X-Forwarded-For"})
+	nextFwd := MustNew(Config{TrustedProxies: MustParsePrefixSet("192.0.2.1"), Header: "Forwarded"})
+	next := Transport{Peer: ap("192.0.2.1:50000")}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := NewForwarder(ForwardConfig{Trust: MustNew(tc.trust), Origin: tc.origin, XForwardedFor: true, Forwarded: true})
+			require.NoError(t, err)
+			out := tc.in.Header.Clone()
+			_, err = f.Header(out, tc.in)
+			require.ErrorIs(t, err, tc.wantErr)
+			assert.Equal(t, http.Header{"X-Forwarded-For": {"unknown"}, "Forwarded": {"for=unknown;by=192.0.2.1"}}, out)
+			_, err = nextXFF.Resolve(next, out)
+			assert.ErrorIs(t, err, ErrMalformed, "the next hop reading X-Forwarded-For")
+			_, err = nextFwd.Resolve(next, out)
+			assert.ErrorIs(t, err, ErrUnknownHop, "the next hop reading Forwarded")
+		})
+	}
+
+	// Every hop trusted: an internal caller's request, forwarded as the
+	// proxy's own.
+	f, err := NewForwarder(ForwardConfig{Trust: MustNew(xffCfg()), XForwardedFor: true, Forwarded: true})
+	require.NoError(t, err)
+	in := forwardRequest("10.0.0.1:4000", false, "X-Forwarded-For", "10.0.0.9")
+	out := in.Header.Clone()
+	_, err = f.Header(out, in)
+	require.ErrorIs(t, err, ErrAllTrusted)
+	assert.Empty(t, out)
+	_, err = nextXFF.Resolve(next, out)
+	assert.ErrorIs(t, err, ErrAllTrusted)
 }
 
 // unixRequest marks r as arrived on a Unix-domain listener.
@@ -275,12 +343,31 @@ func refForwardHeaders(cfg ForwardConfig, chain []netip.Addr, by netip.Addr, o O
 	return out
 }
 
+// refUnknownHeaders is what the Forwarder writes for a request whose client
+// it cannot vouch for: one hop whose address is unknown.
+func refUnknownHeaders(cfg ForwardConfig, by netip.Addr) http.Header {
+	out := http.Header{}
+	if cfg.XForwardedFor {
+		out.Set("X-Forwarded-For", "unknown")
+	}
+	if cfg.Forwarded {
+		e := "for=unknown"
+		if by.IsValid() {
+			e += ";by=" + by.String() // forwardRequest's local address is IPv4
+		}
+		out.Set("Forwarded", e)
+	}
+	return out
+}
+
 // FuzzForward proves that no byte a client wrote reaches an outgoing
 // forwarding header unless the walk verified it: whatever the inbound
 // headers, the forwarding headers of the outbound request are exactly those
 // the reference model builds, address by address, from the chain the
 // reference walker verified and the origin the reference origin model read
-// (each written from a parsed value, never copied), and every other
+// (each written from a parsed value, never copied), or, when the walk or
+// the origin fails (other than ErrAllTrusted), the mark of a client whose
+// address is unknown, and every other
 // forwarding header (IsForwardingHeader's documented list, underscore
 // variants included) and every header the client named in Connection is
 // gone.
@@ -340,6 +427,10 @@ func FuzzForward(f *testing.F) {
 			walkErr = nil // nil, or the origin's error after a walk that succeeded
 		}
 		require.Equal(t, m, modelOf(res, walkErr), "the walk")
+		by := addr("192.0.2.1") // forwardRequest's local address; a Unix listener has none
+		if remote == "@" {
+			by = netip.Addr{}
+		}
 		want := http.Header{}
 		if m.fail == ReasonNone {
 			var o Origin
@@ -349,14 +440,15 @@ func FuzzForward(f *testing.F) {
 			}
 			require.Equal(t, originKind(oerr), originKind(err), "the origin")
 			if oerr == nil {
-				by := addr("192.0.2.1") // forwardRequest's local address; a Unix listener has none
-				if remote == "@" {
-					by = netip.Addr{}
-				}
 				want = refForwardHeaders(cfg, refChain(rcfg, tr, in.Header, m), by, o)
+			} else {
+				want = refUnknownHeaders(cfg, by)
 			}
 		} else {
 			require.Error(t, err)
+			if m.fail != ReasonAllTrusted {
+				want = refUnknownHeaders(cfg, by)
+			}
 		}
 
 		// What must be gone, what must be kept, what must be written.

@@ -27,9 +27,12 @@ import (
 // stores them (read them with proxyproto.FactsFromContext), so this is the
 // only ConnContext a server needs. From any other connection the peer is
 // read from its *net.TCPAddr, without string parsing; a Unix-domain peer has
-// no IP address (trusted only with clientip.Config.TrustUnixSocket); a peer
-// whose address is of another kind is never trusted, and its requests fail
-// with [clientip.ErrNoAddress].
+// no IP address (trusted only with clientip.Config.TrustUnixSocket); an
+// address of another type is read from its text when its network is an IP
+// one ("tcp", "tcp6", "udp", …) and names an IP address and port without a
+// zone. Any other peer (a *net.TCPAddr without an IP address, a pipe, a
+// network of the caller's own) is never trusted, and its requests fail with
+// [clientip.ErrNoAddress].
 //
 // When trust's resolver names the client from the connection alone (a
 // direct client, or the PROXY source), that answer is computed here and

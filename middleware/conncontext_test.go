@@ -222,3 +222,37 @@ func TestConnContextAllocs(t *testing.T) {
 		assert.Equal(t, tc.want, testing.AllocsPerRun(100, func() { cc(context.Background(), tc.conn) }), tc.name)
 	}
 }
+
+// noIPConn is a connection whose RemoteAddr is a *net.TCPAddr without an IP
+// address, as a wrapper that does not know its peer may report it.
+type noIPConn struct {
+	net.Conn
+	addr *net.TCPAddr
+}
+
+func (c noIPConn) RemoteAddr() net.Addr { return c.addr }
+
+// Spoofing trick: a connection whose *net.TCPAddr has no IP address (the
+// zero TCPAddr, or a nil one) names no peer, and is not a Unix-domain
+// socket either. Read as a Unix peer, it would be trusted under
+// TrustUnixSocket and its client's forged X-Forwarded-For believed; it must
+// fail with ErrNoAddress, as ConnContext and NewListener document for an
+// address that is not an IP address and port.
+func TestTCPAddrWithoutIPIsNoUnixPeer(t *testing.T) {
+	trust := clientip.MustNew(clientip.Config{TrustUnixSocket: true, Header: "X-Forwarded-For"})
+	for name, a := range map[string]*net.TCPAddr{"zero TCPAddr": {}, "nil TCPAddr": nil, "port only": {Port: 80}} {
+		t.Run(name, func(t *testing.T) {
+			c := noIPConn{addr: a}
+			req := httptest.NewRequestWithContext(ConnContext(trust)(context.Background(), c), "GET", "/", nil)
+			req.Header.Set("X-Forwarded-For", "198.51.100.7")
+			res, err := clientip.FromRequest(req)
+			require.ErrorIs(t, err, clientip.ErrNoAddress, "ConnContext: resolved %v", res.Client)
+
+			ln := NewListener(oneConnListener{c}, trust)
+			got, err := ln.Accept()
+			require.NoError(t, err)
+			_, err = ResultFromConn(got)
+			require.ErrorIs(t, err, clientip.ErrNoAddress, "NewListener")
+		})
+	}
+}

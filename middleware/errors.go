@@ -9,7 +9,9 @@ import (
 
 var (
 	// ErrInvalidConfig is wrapped by errors from [New], [RequireClient],
-	// [NewPolicy] and [NewSourceRanges].
+	// [NewOrigin], [NewPolicy] and [NewSourceRanges], and by the error
+	// [ResultFromConn] returns for every connection a [NewListener] without
+	// a Trust accepted.
 	ErrInvalidConfig = errors.New("middleware: invalid configuration")
 
 	// ErrNoResult means no resolution was recorded where one was looked for:

@@ -83,6 +83,12 @@ func transportOf(c net.Conn) (clientip.Transport, error) {
 	switch a := c.RemoteAddr().(type) {
 	case *net.TCPAddr:
 		ap := a.AddrPort()
+		if !ap.Addr().IsValid() {
+			// No IP address (a nil or zero TCPAddr from a wrapper that
+			// does not know its peer): not a Unix socket, so never one
+			// TrustUnixSocket trusts.
+			return clientip.Transport{}, &clientip.ChainError{Err: clientip.ErrNoAddress, Value: a.String()}
+		}
 		return clientip.Transport{Peer: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, nil
 	case *net.UnixAddr:
 		return clientip.Transport{}, nil

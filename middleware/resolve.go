@@ -21,10 +21,13 @@ type Config struct {
 
 	// OnError writes the response to a request whose client cannot be
 	// resolved, with the Result (which says where the walk stopped) and the
-	// error, a *clientip.ChainError wrapping one of clientip's sentinels. The
-	// request goes no further. Nil means a 400 Bad Request with a short
-	// plain-text reason naming the kind of failure and the configured header,
-	// never anything the client wrote.
+	// error, a *clientip.ChainError wrapping one of clientip's sentinels or,
+	// behind [RequireClient] without a Trust on a connection that carries
+	// none, an error wrapping [clientip.ErrNoTrust]. The request goes no
+	// further. Nil means a 400 Bad Request with a short plain-text reason
+	// naming the kind of failure and the configured header, never anything
+	// the client wrote (500 Internal Server Error for ErrNoTrust, the
+	// server's wiring mistake).
 	//
 	// [clientip.ErrMasqueraded] is not an error here: the request goes on with
 	// the flagged Result in its context, and a [Policy] refuses it.
