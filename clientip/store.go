@@ -123,8 +123,13 @@ func NewStore(cfg Config, opts StoreOptions) (*Store, error) {
 }
 
 // Resolver returns the resolver in force. It is one atomic load: it takes no
-// lock and does not allocate. It never returns nil.
+// lock and does not allocate. It never returns nil, except on a nil *Store
+// (a variable never set), so that every constructor taking a [Trust]
+// refuses that as a configuration error instead of panicking.
 func (s *Store) Resolver() *Resolver {
+	if s == nil {
+		return nil
+	}
 	if r := s.cur.Load(); r != nil {
 		return r
 	}

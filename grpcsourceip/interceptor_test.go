@@ -365,6 +365,7 @@ func TestNew(t *testing.T) {
 	}{
 		{"no trust", Config{}},
 		{"nil resolver", Config{Trust: (*clientip.Resolver)(nil)}},
+		{"nil *clientip.Store (a variable never set)", Config{Trust: (*clientip.Store)(nil)}},
 		{"invalid limit", Config{Trust: r, RateLimit: RateLimit{Store: &ratelimit.Limiter{}}}},
 		{"keyer out of range", Config{Trust: r, RateLimit: RateLimit{Store: lim, Keyer: clientip.Keyer{IPv6Bits: 129}}}},
 		{"keyer with a NAT64 prefix RFC 6052 does not allow", Config{Trust: r, RateLimit: RateLimit{Store: lim, Keyer: clientip.Keyer{NAT64: netip.MustParsePrefix("64:ff9b:1::/80")}}}},

@@ -454,6 +454,7 @@ func TestNewPolicyErrors(t *testing.T) {
 		{"filter shadowed", PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "a", Target: "devices/#"}, {Name: "b", Target: "devices/+/x"}}}, `rule "a", earlier`},
 		{"filter shadowed: /# has no parent topic", PolicyConfig{Targets: TargetTopics, Rules: []Rule{{Name: "a", Target: "/+/#"}, {Name: "b", Target: "/#"}}}, `rule "a", earlier`},
 		{"trust without resolver", PolicyConfig{Trust: nilTrust{}}, "no resolver"},
+		{"a nil *clientip.Store (a variable never set)", PolicyConfig{Trust: (*clientip.Store)(nil)}, "no resolver"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

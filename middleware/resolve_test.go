@@ -20,6 +20,11 @@ func TestNewRequiresResolver(t *testing.T) {
 	mw, err := New(Config{})
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Nil(t, mw)
+	// A *clientip.Store variable never set: a typed nil Trust, whose
+	// Resolver dereferenced it, and New panicked.
+	mw, err = New(Config{Trust: (*clientip.Store)(nil)})
+	assert.ErrorIs(t, err, ErrInvalidConfig, "a nil *clientip.Store")
+	assert.Nil(t, mw)
 }
 
 func TestResolve(t *testing.T) {

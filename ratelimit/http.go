@@ -95,6 +95,9 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if cfg.Trust == nil || cfg.Store == nil {
 		return nil, fmt.Errorf("%w: Trust and Store are required", ErrInvalidConfig)
 	}
+	if cfg.Trust.Resolver() == nil { // a *clientip.Store never set, say
+		return nil, fmt.Errorf("%w: Trust has no resolver", ErrInvalidConfig)
+	}
 	lim := cfg.Store.Limit()
 	if err := lim.Valid(); err != nil {
 		return nil, fmt.Errorf("the Store's limit: %w", err)

@@ -214,6 +214,7 @@ func TestNewHTTPInvalid(t *testing.T) {
 		{"zero config", HTTPConfig{}},
 		{"no trust", HTTPConfig{Store: store}},
 		{"no store", HTTPConfig{Trust: trust}},
+		{"a nil *clientip.Store (a variable never set): refused, not a panic", HTTPConfig{Trust: (*clientip.Store)(nil), Store: store}},
 		{"the zero Limiter", HTTPConfig{Trust: trust, Store: &Limiter{}}},
 		{"a name that needs escaping", HTTPConfig{Trust: trust, Store: store, Name: `a"b`}},
 		{"a keyer out of range", HTTPConfig{Trust: trust, Store: store, Keyer: clientip.Keyer{IPv6Bits: 129}}},
