@@ -92,6 +92,9 @@ func (f Facts) String() string {
 	b.WriteString(addrPortString(f.Peer))
 	if f.Version == 0 {
 		b.WriteString(" no header")
+		if f.NoHeaderFromUpstream {
+			b.WriteString(" from upstream")
+		}
 		return b.String()
 	}
 	b.WriteString(" v")
@@ -113,8 +116,9 @@ func (f Facts) String() string {
 
 // LogValue implements [slog.LogValuer]: a group with the socket peer and
 // local address, the header's version and command, its source and
-// destination, and the authority and unique id TLVs, leaving out what is
-// empty.
+// destination, the authority and unique id TLVs, and
+// no_header_from_upstream=true for a listed upstream that sent no header,
+// leaving out what is empty.
 func (f Facts) LogValue() slog.Value {
 	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs,
@@ -132,6 +136,9 @@ func (f Facts) LogValue() slog.Value {
 	}
 	if v, ok := f.TLVs.UniqueID(); ok {
 		attrs = append(attrs, slog.String("unique_id", strconv.Quote(v)))
+	}
+	if f.NoHeaderFromUpstream {
+		attrs = append(attrs, slog.Bool("no_header_from_upstream", true))
 	}
 	return slog.GroupValue(attrs...)
 }

@@ -36,15 +36,23 @@ func TestFactsString(t *testing.T) {
 		TLVs: mustTLVs(TLV{TLVAuthority, "mqtt.example.com"}, TLV{TLVCRC32C, "\x00\x00\x00\x00"})}
 	assert.Equal(t, "peer 10.0.0.5:41234 v2 proxy 203.0.113.7:5555 -> 192.0.2.10:8883 tlvs authority,crc32c", f.String())
 	assert.Equal(t, "peer 198.51.100.4:50000 no header", Facts{Peer: ap("198.51.100.4:50000")}.String())
-	var buf bytes.Buffer
-	slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-		if a.Key == slog.TimeKey {
-			return slog.Attr{}
-		}
-		return a
-	}})).Info("conn", "pp", f)
+	// A listed upstream that sent no header ends the walk at itself
+	// (Transport.ProxyLocal): the log line says so, not only "no header".
+	up := Facts{Peer: ap("10.0.0.5:41234"), Local: ap("10.0.0.9:8883"), NoHeaderFromUpstream: true}
+	assert.Equal(t, "peer 10.0.0.5:41234 no header from upstream", up.String())
+	logLine := func(v any) string {
+		var buf bytes.Buffer
+		slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}})).Info("conn", "pp", v)
+		return strings.TrimSpace(buf.String())
+	}
 	want := `level=INFO msg=conn pp.peer=10.0.0.5:41234 pp.local=10.0.0.9:8883 pp.version=2 pp.command=proxy pp.source=203.0.113.7:5555 pp.destination=192.0.2.10:8883 pp.authority=mqtt.example.com`
-	assert.Equal(t, want, strings.TrimSpace(buf.String()), "slog")
+	assert.Equal(t, want, logLine(f), "slog")
+	assert.Equal(t, `level=INFO msg=conn pp.peer=10.0.0.5:41234 pp.local=10.0.0.9:8883 pp.version=0 pp.command=none pp.no_header_from_upstream=true`, logLine(up), "slog, headerless upstream")
 }
 
 // Allocation promises made in doc comments.
