@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -27,9 +28,12 @@ type ProberConfig struct {
 	// the presets such as [HAProxyTiming]. The zero Timing is invalid.
 	Timing Timing
 
-	// Client sends the probes. Nil means a client that does not follow
-	// redirects. A probe succeeds on a 2xx or 3xx status, as HAProxy's
-	// httpchk and the clouds' default success codes have it.
+	// Client sends the probes. Nil means a client that probes as a load
+	// balancer does: a new connection for every probe, dialled straight to
+	// the target (no proxy from HTTP_PROXY and the like), redirects not
+	// followed, response headers bounded to 64 KiB. A probe succeeds on a
+	// 2xx or 3xx status, as HAProxy's httpchk and the clouds' default
+	// success codes have it.
 	Client *http.Client
 
 	// StartUp makes every target a member from the start, as HAProxy does.
@@ -84,7 +88,7 @@ func NewProber(cfg ProberConfig) (*Prober, error) {
 	}
 	p := &Prober{timing: cfg.Timing, client: cfg.Client, state: make(map[string]*targetState, len(cfg.Targets))}
 	if p.client == nil {
-		p.client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		p.client = newProbeClient()
 	}
 	for _, t := range cfg.Targets {
 		if t.Name == "" {
@@ -214,6 +218,22 @@ func (p *Prober) run(ctx context.Context, ticks <-chan time.Time, emit func(Chan
 		if roundDone != nil {
 			roundDone <- struct{}{}
 		}
+	}
+}
+
+// newProbeClient returns the default probe client. A kept-alive connection
+// would let a probe pass through a connection the node's health server
+// still serves after its listener closed, which no load balancer's fresh
+// connection would reach; a proxy from the environment would answer for
+// the node.
+func newProbeClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			DialContext:            (&net.Dialer{}).DialContext,
+			DisableKeepAlives:      true,
+			MaxResponseHeaderBytes: 64 << 10,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
 
