@@ -73,8 +73,15 @@ func Parse(data []byte) (trafficpolicy.Service, error) {
 	return m.service()
 }
 
-// splitDocuments splits a YAML stream at "---" lines (which may carry a
-// trailing comment) and drops documents that hold only blanks and comments.
+// splitDocuments splits a YAML stream into its documents at every line that
+// starts with a document marker, "---" or "...", followed by a blank or the
+// line's end (YAML 1.2, section 9.1.2: a marker at the start of a line always
+// ends the document before it). What follows the marker on its line begins
+// the next document: "--- # comment", but also "--- !!map",
+// "--- {kind: Service}" or "--- |". Documents that hold only blanks and
+// comments are dropped. Every piece holds one document, which matters because
+// YAMLToJSONStrict reads the first document of its input and silently drops
+// the rest.
 func splitDocuments(data []byte) [][]byte {
 	var docs [][]byte
 	start := 0
@@ -89,17 +96,22 @@ func splitDocuments(data []byte) [][]byte {
 		if end >= 0 {
 			next = i + end + 1
 		}
-		line := bytes.TrimRight(data[i:next], "\r\n")
-		if rest, ok := bytes.CutPrefix(line, []byte("---")); ok {
-			if r := bytes.TrimSpace(rest); len(r) == 0 || r[0] == '#' {
-				keep(i)
-				start = next
-			}
+		if isDocumentMarker(bytes.TrimRight(data[i:next], "\r\n")) {
+			keep(i)
+			start = i + 3
 		}
 		i = next
 	}
 	keep(len(data))
 	return docs
+}
+
+// isDocumentMarker reports whether line starts with a document marker.
+func isDocumentMarker(line []byte) bool {
+	if len(line) < 3 || (!bytes.HasPrefix(line, []byte("---")) && !bytes.HasPrefix(line, []byte("..."))) {
+		return false
+	}
+	return len(line) == 3 || line[3] == ' ' || line[3] == '\t'
 }
 
 func hasContent(doc []byte) bool {

@@ -90,6 +90,9 @@ func TestParseDefaults(t *testing.T) {
 			"apiVersion: v1\nkind: Service\nmetadata:\n  name: f\n  annotations:\n    service.beta.kubernetes.io/load-balancer-source-ranges: \"10.0.0.0/8, 192.168.0.0/16\"\n    metallb.io/address-pool: public\nspec: {type: LoadBalancer}\n",
 			trafficpolicy.Service{Name: "f", Type: trafficpolicy.TypeLoadBalancer, LB: trafficpolicy.LBPassthrough, LBHint: "metallb.io/address-pool",
 				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.0.0/16")}}},
+		{"a Service in flow style on the \"---\" line, after a Deployment",
+			"apiVersion: apps/v1\nkind: Deployment\n--- {apiVersion: v1, kind: Service, metadata: {name: h}, spec: {type: NodePort}}\n",
+			trafficpolicy.Service{Name: "h", Type: trafficpolicy.TypeNodePort}},
 		{"CRLF line endings and a leading separator",
 			"---\r\napiVersion: v1\r\nkind: Service\r\nmetadata: {name: g}\r\n---\r\n",
 			trafficpolicy.Service{Name: "g"}},
@@ -150,6 +153,15 @@ func TestParseErrors(t *testing.T) {
 		{"no Service", "apiVersion: v1\nkind: ConfigMap\n---\n# only a comment\n", ErrNoService, ""},
 		{"empty input", "", ErrNoService, ""},
 		{"two Services", svc("  type: NodePort\n") + "---\n" + svc("  type: NodePort\n"), ErrManyServices, "found 2"},
+		// A document marker followed by content on its line ends the document
+		// before it as a bare "---" does; so does the end marker "...". The
+		// YAML converter reads only the first document of what it is given,
+		// so the second Service was silently dropped and the answer was about
+		// the first alone.
+		{"two Services, the second after \"--- !!map\"", svc("  type: NodePort\n") + "--- !!map\n" + svc("  type: NodePort\n"), ErrManyServices, "found 2"},
+		{"two Services, the second after \"--- &anchor\"", svc("  type: NodePort\n") + "--- &svc\n" + svc("  type: NodePort\n"), ErrManyServices, "found 2"},
+		{"two Services, the second a flow mapping on the \"---\" line", svc("  type: NodePort\n") + "--- {apiVersion: v1, kind: Service, metadata: {name: y}}\n", ErrManyServices, "found 2"},
+		{"two Services, the second after the end marker \"...\"", svc("  type: NodePort\n") + "...\n" + svc("  type: NodePort\n"), ErrManyServices, "found 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
