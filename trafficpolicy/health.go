@@ -49,7 +49,8 @@ type HealthConfig struct {
 // listener from [OptionalProxyHeader] when the load balancer puts a PROXY
 // header in front of its health checks.
 //
-// A HealthServer is safe for concurrent use.
+// A HealthServer is safe for concurrent use. The zero HealthServer has no
+// endpoints, so it answers 503; create one with [NewHealthServer].
 type HealthServer struct {
 	namespace, name string
 	eps             *Registry
@@ -103,7 +104,11 @@ func (h HealthStatus) AppendJSON(b []byte, namespace, name string) []byte {
 
 // Status returns the current answer's facts.
 func (s *HealthServer) Status() HealthStatus {
-	return HealthStatus{LocalEndpoints: s.eps.LocalReady(), ProxyHealthy: s.healthy == nil || s.healthy()}
+	st := HealthStatus{ProxyHealthy: s.healthy == nil || s.healthy()}
+	if s.eps != nil {
+		st.LocalEndpoints = s.eps.LocalReady()
+	}
+	return st
 }
 
 // ServeHTTP answers any request, whatever its path and method, with the

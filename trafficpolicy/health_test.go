@@ -174,3 +174,15 @@ func BenchmarkHealthServer(b *testing.B) {
 		})
 	})
 }
+
+// TestHealthServerZeroValue pins that the zero HealthServer fails closed: a
+// load balancer probing it takes the node out (503), where it used to get a
+// nil-pointer panic, which net/http turns into a dropped connection.
+func TestHealthServerZeroValue(t *testing.T) {
+	var hs HealthServer
+	assert.Equal(t, HealthStatus{ProxyHealthy: true}, hs.Status())
+	rec := httptest.NewRecorder()
+	hs.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Equal(t, "0", rec.Header().Get("X-Load-Balancing-Endpoint-Weight"))
+}

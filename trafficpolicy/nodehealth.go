@@ -130,7 +130,10 @@ type NodeHealthConfig struct {
 //
 // Load balancers that put a PROXY header in front of their health checks
 // need a listener that accepts one, as for the [HealthServer]: serve it on
-// [OptionalProxyHeader]. A NodeHealthServer is safe for concurrent use.
+// [OptionalProxyHeader]. A NodeHealthServer is safe for concurrent use. The
+// zero NodeHealthServer fails closed: it answers every request with 503, and
+// its proxiers are unhealthy as soon as an update is queued; create one with
+// [NewNodeHealthServer].
 type NodeHealthServer struct {
 	timeout, checkTimeout time.Duration
 	checks                []DataPathCheck
@@ -189,8 +192,11 @@ func (s *NodeHealthServer) SetNode(n NodeState) {
 // now on it has HealthTimeout to call [NodeHealthServer.Updated]. Only the
 // oldest pending change counts.
 func (s *NodeHealthServer) QueuedUpdate(f IPFamily) {
-	now := s.now()
+	now := s.clock()
 	s.mu.Lock()
+	if s.queued == nil {
+		s.queued = make(map[IPFamily]time.Time)
+	}
 	if _, ok := s.queued[f]; !ok {
 		s.queued[f] = now
 	}
@@ -200,8 +206,11 @@ func (s *NodeHealthServer) QueuedUpdate(f IPFamily) {
 // Updated records that family f's proxier has applied every change: the
 // family is healthy and reported in the body's status from now on.
 func (s *NodeHealthServer) Updated(f IPFamily) {
-	now := s.now()
+	now := s.clock()
 	s.mu.Lock()
+	if s.updated == nil {
+		s.updated = make(map[IPFamily]time.Time)
+	}
 	delete(s.queued, f)
 	s.updated[f] = now
 	s.mu.Unlock()
@@ -235,7 +244,7 @@ func (h NodeHealth) Healthy() bool {
 // serviceProxyHealthy. Use it as [HealthConfig].ProxyHealthy for
 // kube-proxy's behaviour, or [NodeHealthServer.DataPathHealthy] to let
 // failing data-path checks fail the Service's health check node port too.
-func (s *NodeHealthServer) ProxyHealthy() bool { return s.proxyStatus(s.now()).ProxyHealthy }
+func (s *NodeHealthServer) ProxyHealthy() bool { return s.proxyStatus(s.clock()).ProxyHealthy }
 
 // DataPathHealthy reports whether the proxiers are healthy and every
 // data-path check passes.
@@ -246,9 +255,17 @@ func (s *NodeHealthServer) DataPathHealthy() bool {
 // Status returns the facts of a /healthz answer now, running the data-path
 // checks with ctx.
 func (s *NodeHealthServer) Status(ctx context.Context) NodeHealth {
-	h := s.proxyStatus(s.now())
+	h := s.proxyStatus(s.clock())
 	h.FailedChecks = s.failedChecks(ctx)
 	return h
+}
+
+// clock returns the current time.
+func (s *NodeHealthServer) clock() time.Time {
+	if s.now == nil {
+		return time.Now()
+	}
+	return s.now()
 }
 
 func (s *NodeHealthServer) proxyStatus(now time.Time) NodeHealth {
@@ -354,11 +371,15 @@ func appendJSONTime(b []byte, t time.Time) []byte {
 // ServeHTTP answers /healthz and /livez as described on
 // [NodeHealthServer], and any other path with 404.
 func (s *NodeHealthServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.mux == nil {
+		http.Error(w, "trafficpolicy: NodeHealthServer not created by NewNodeHealthServer", http.StatusServiceUnavailable)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
 func (s *NodeHealthServer) answer(w http.ResponseWriter, r *http.Request, healthz bool) {
-	h := s.proxyStatus(s.now())
+	h := s.proxyStatus(s.clock())
 	ok := h.ProxyHealthy
 	if healthz {
 		h.FailedChecks = s.failedChecks(r.Context())

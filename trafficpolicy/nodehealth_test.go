@@ -274,3 +274,21 @@ func TestIPFamilyText(t *testing.T) {
 	}
 	assert.ErrorIs(t, new(IPFamily).UnmarshalText([]byte("ipv4")), ErrUnknownValue, "UnmarshalText(ipv4)")
 }
+
+// TestNodeHealthServerZeroValue pins that the zero NodeHealthServer fails
+// closed instead of panicking: every request gets 503, and its methods work,
+// with a queued update late at once.
+func TestNodeHealthServerZeroValue(t *testing.T) {
+	var s NodeHealthServer
+	for _, path := range []string{"/healthz", "/livez", "/"} {
+		code, hdr, _ := get(t, &s, path)
+		assert.Equal(t, http.StatusServiceUnavailable, code, path)
+		assert.Equal(t, "nosniff", hdr.Get("X-Content-Type-Options"), path)
+	}
+	s.SetNode(NodeState{Known: true})
+	s.Updated(IPv4)
+	assert.True(t, s.ProxyHealthy(), "after an update")
+	s.QueuedUpdate(IPv4)
+	assert.False(t, s.ProxyHealthy(), "an update queued with no HealthTimeout")
+	assert.False(t, s.Status(context.Background()).Healthy())
+}

@@ -62,7 +62,9 @@ func (c Change) String() string {
 // Prober checks health endpoints the way a load balancer does and reports
 // membership changes. Its core is a deterministic state machine driven by
 // [Prober.ObserveAt], so tests inject results and time; [Prober.Run] feeds
-// it real HTTP probes on a ticker. A Prober is safe for concurrent use.
+// it real HTTP probes on a ticker. A Prober is safe for concurrent use. The
+// zero Prober has no targets: Run refuses to start and ObserveAt knows no
+// target; create one with [NewProber].
 type Prober struct {
 	timing  Timing
 	client  *http.Client
@@ -163,8 +165,12 @@ func (p *Prober) Members() []string {
 // until ctx is done, and calls emit (from Run's goroutine, in target order)
 // with each membership change; emit must not block for long. Each probe is
 // an HTTP GET bounded by Timeout, and its result is observed at the time the
-// round started. Run returns ctx's error.
+// round started. Run returns ctx's error, or at once an error wrapping
+// [ErrInvalidConfig] for a Prober not created by [NewProber].
 func (p *Prober) Run(ctx context.Context, emit func(Change)) error {
+	if p.client == nil {
+		return fmt.Errorf("%w: Prober not created by NewProber", ErrInvalidConfig)
+	}
 	tk := time.NewTicker(p.timing.Interval)
 	defer tk.Stop()
 	ticks := make(chan time.Time)

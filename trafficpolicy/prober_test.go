@@ -300,3 +300,13 @@ func TestProberIgnoresProxyEnvironment(t *testing.T) {
 	require.NoError(t, err, "child: %s", out)
 	require.Zero(t, proxied.Load(), "requests that reached the proxy")
 }
+
+// TestProberZeroValue pins that the zero Prober refuses to run with a typed
+// error instead of panicking in time.NewTicker on its zero Interval.
+func TestProberZeroValue(t *testing.T) {
+	var p Prober
+	require.ErrorIs(t, p.Run(context.Background(), nil), ErrInvalidConfig)
+	_, _, err := p.ObserveAt("n", true, t0)
+	require.ErrorIs(t, err, ErrUnknownTarget)
+	require.Empty(t, p.Members())
+}
