@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -15,7 +16,7 @@ import (
 // healthCheckNodePort: http://10.0.0.11:32123/healthz.
 type Target struct {
 	Name string // names the target in Changes; "" means URL
-	URL  string
+	URL  string // an absolute http or https URL
 }
 
 // ProberConfig configures a [Prober].
@@ -96,8 +97,8 @@ func NewProber(cfg ProberConfig) (*Prober, error) {
 		if t.Name == "" {
 			t.Name = t.URL
 		}
-		if t.URL == "" {
-			return nil, fmt.Errorf("%w: target %q has no URL", ErrInvalidConfig, t.Name)
+		if u, err := url.Parse(t.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%w: target %q: URL %q is not an absolute http or https URL", ErrInvalidConfig, t.Name, t.URL)
 		}
 		if _, dup := p.state[t.Name]; dup {
 			return nil, fmt.Errorf("%w: target name %q used twice", ErrInvalidConfig, t.Name)

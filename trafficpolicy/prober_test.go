@@ -149,6 +149,13 @@ func TestNewProberErrors(t *testing.T) {
 		{Timing: HAProxyTiming()},
 		{Targets: []Target{{Name: "x"}}, Timing: HAProxyTiming()},
 		{Targets: []Target{{Name: "x", URL: "http://a"}, {Name: "x", URL: "http://b"}}, Timing: HAProxyTiming()},
+		// A target URL that cannot be probed was accepted, and every probe
+		// of it failed: the node never rose, a typo looking like an outage.
+		{Targets: []Target{{Name: "no colon", URL: "http//10.0.0.11:32123/healthz"}}, Timing: HAProxyTiming()},
+		{Targets: []Target{{Name: "no scheme", URL: "10.0.0.11:32123/healthz"}}, Timing: HAProxyTiming()},
+		{Targets: []Target{{Name: "no host", URL: "http:///healthz"}}, Timing: HAProxyTiming()},
+		{Targets: []Target{{Name: "not HTTP", URL: "tcp://10.0.0.11:32123"}}, Timing: HAProxyTiming()},
+		{Targets: []Target{{Name: "unparsable", URL: "http://[2001:db8::1/healthz"}}, Timing: HAProxyTiming()},
 	} {
 		_, err := NewProber(cfg)
 		assert.ErrorIs(t, err, ErrInvalidConfig, "NewProber(%+v)", cfg)
