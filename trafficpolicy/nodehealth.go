@@ -116,9 +116,13 @@ type NodeHealthConfig struct {
 //
 // with RFC 3339 times, "nodeEligible" only on /healthz, "lastUpdated" the
 // current time on a 200 answer and the latest family update otherwise, and
-// "status" only once a family has been updated. A family is unhealthy while
-// an update queued with [NodeHealthServer.QueuedUpdate] has waited longer
-// than HealthTimeout for [NodeHealthServer.Updated].
+// "status" only once a family has been updated. An updated family is
+// unhealthy while an update queued with [NodeHealthServer.QueuedUpdate] has
+// waited HealthTimeout or longer for [NodeHealthServer.Updated]. A family
+// never updated is starting up and counts as healthy however long its
+// queued update waits, as in kube-proxy, which judges only the families it
+// has seen update: call Updated once the first sync is done, and have the
+// caller's own readiness cover a first sync that never ends.
 //
 // The node's state comes from the caller ([NodeHealthServer.SetNode]), who
 // watches its Node object or knows better. [DataPathCheck]s add what
@@ -132,8 +136,8 @@ type NodeHealthConfig struct {
 // need a listener that accepts one, as for the [HealthServer]: serve it on
 // [OptionalProxyHeader]. A NodeHealthServer is safe for concurrent use. The
 // zero NodeHealthServer fails closed: it answers every request with 503, and
-// its proxiers are unhealthy as soon as an update is queued; create one with
-// [NewNodeHealthServer].
+// an updated family is unhealthy as soon as an update is queued (its
+// HealthTimeout is zero); create one with [NewNodeHealthServer].
 type NodeHealthServer struct {
 	timeout, checkTimeout time.Duration
 	checks                []DataPathCheck
@@ -189,8 +193,9 @@ func (s *NodeHealthServer) SetNode(n NodeState) {
 }
 
 // QueuedUpdate records that family f's proxier has a change to apply; from
-// now on it has HealthTimeout to call [NodeHealthServer.Updated]. Only the
-// oldest pending change counts.
+// now on it has HealthTimeout to call [NodeHealthServer.Updated], once f has
+// been updated before (a family never updated is starting up and stays
+// healthy). Only the oldest pending change counts.
 func (s *NodeHealthServer) QueuedUpdate(f IPFamily) {
 	now := s.clock()
 	s.mu.Lock()

@@ -124,6 +124,19 @@ func TestNodeHealthKubeProxyBody(t *testing.T) {
 				Status: map[string]kubeProxierHealth{"IPv4": {t0, true}, "IPv6": {t0, false}}},
 			503, kubeProxyHealth{LastUpdated: t0, CurrentTime: now, Healthy: false,
 				Status: map[string]kubeProxierHealth{"IPv4": {t0, true}, "IPv6": {t0, false}}}},
+		// kube-proxy's Health() judges only the families in lastUpdatedMap
+		// ("the proxier is healthy while it's starting up"): a queued update
+		// of a family that never synced makes nothing unhealthy.
+		{"an update queued past the timeout by a family never updated: starting up", eligible, func(s *NodeHealthServer, clk *fakeClock) {
+			clk.t = t0
+			s.Updated(IPv4)
+			clk.t = now.Add(-time.Hour)
+			s.QueuedUpdate(IPv6)
+		},
+			200, kubeProxyHealth{LastUpdated: now, CurrentTime: now, NodeEligible: ptrTo(true), Healthy: true,
+				Status: map[string]kubeProxierHealth{"IPv4": {t0, true}}},
+			200, kubeProxyHealth{LastUpdated: now, CurrentTime: now, Healthy: true,
+				Status: map[string]kubeProxierHealth{"IPv4": {t0, true}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
