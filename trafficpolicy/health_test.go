@@ -2,6 +2,7 @@ package trafficpolicy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -140,9 +141,33 @@ func TestNewHealthServerErrors(t *testing.T) {
 		{Namespace: "iot", Endpoints: &r},
 		{Name: "x", Endpoints: &r},
 		{Namespace: "iot", Name: "x"},
+		// Names %q would quote with escapes JSON does not have: the body
+		// was no longer JSON.
+		{Namespace: "iot\x01", Name: "x", Endpoints: &r},
+		{Namespace: "iot", Name: "x\xff", Endpoints: &r},
+		{Namespace: "iot", Name: "x\a", Endpoints: &r},
+		{Namespace: "iot", Name: "x\U000e0001", Endpoints: &r},
 	} {
 		_, err := NewHealthServer(cfg)
 		assert.ErrorIs(t, err, ErrInvalidConfig, "NewHealthServer(%+v)", cfg)
+	}
+}
+
+// TestHealthServerBodyIsJSON pins that every name NewHealthServer accepts
+// gives a JSON body that reads back as the name, quotes and backslashes
+// included.
+func TestHealthServerBodyIsJSON(t *testing.T) {
+	var r Registry
+	for _, name := range []string{"mqtt-gw", `a"b`, `a\b`, "café", "日本", "a b"} {
+		hs, err := NewHealthServer(HealthConfig{Namespace: "iot", Name: name, Endpoints: &r})
+		require.NoError(t, err, name)
+		rec := httptest.NewRecorder()
+		hs.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+		var body struct {
+			Service struct{ Namespace, Name string }
+		}
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), "%q: body %s", name, rec.Body)
+		assert.Equal(t, name, body.Service.Name)
 	}
 }
 

@@ -67,7 +67,8 @@ func (n NodeState) Eligible() bool {
 // when the node cannot carry a packet (kubernetes#134648); a check closes
 // that gap.
 type DataPathCheck struct {
-	// Name identifies the check in the answer's failedChecks. Required.
+	// Name identifies the check in the answer's failedChecks. Required, in
+	// printable UTF-8 (the body quotes it as a JSON string).
 	Name string
 	// Check returns nil when the data path works. It is called on every
 	// /healthz request with a context bounded by
@@ -162,6 +163,9 @@ func NewNodeHealthServer(cfg NodeHealthConfig) (*NodeHealthServer, error) {
 	for i, c := range cfg.Checks {
 		if c.Name == "" || c.Check == nil {
 			return nil, fmt.Errorf("%w: NodeHealthConfig.Checks[%d] needs a Name and a Check", ErrInvalidConfig, i)
+		}
+		if !jsonQuotable(c.Name) {
+			return nil, fmt.Errorf("%w: NodeHealthConfig.Checks[%d].Name %q must be printable UTF-8", ErrInvalidConfig, i, c.Name)
 		}
 	}
 	s := &NodeHealthServer{

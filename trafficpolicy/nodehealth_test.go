@@ -250,6 +250,9 @@ func TestNewNodeHealthServerErrors(t *testing.T) {
 		{HealthTimeout: time.Second, CheckTimeout: -1},
 		{HealthTimeout: time.Second, Checks: []DataPathCheck{{Name: "x"}}},
 		{HealthTimeout: time.Second, Checks: []DataPathCheck{{Check: func(context.Context) error { return nil }}}},
+		// A name strconv.Quote escapes as JSON cannot made failedChecks
+		// invalid JSON.
+		{HealthTimeout: time.Second, Checks: []DataPathCheck{{Name: "cni\x00", Check: func(context.Context) error { return nil }}}},
 	} {
 		_, err := NewNodeHealthServer(cfg)
 		assert.ErrorIs(t, err, ErrInvalidConfig, "NewNodeHealthServer(%+v)", cfg)
