@@ -65,12 +65,22 @@ const (
 	// LBPassthrough ("Passthrough"): an L4 load balancer that forwards the
 	// client's packets with their source address intact (GCP and Azure
 	// network load balancers, MetalLB, AWS NLB instance targets with client
-	// IP preservation).
+	// IP preservation and without proxy protocol).
 	LBPassthrough
 	// LBProxyProtocol ("ProxyProtocol"): an L4 proxy that opens its own
 	// connection from its own address and sends a PROXY protocol header with
-	// the client's address first (AWS NLB or classic ELB with proxy protocol
-	// enabled, HAProxy send-proxy, DigitalOcean, Hetzner, Scaleway, …).
+	// the client's address first (classic ELB with proxy protocol, AWS NLB
+	// with proxy protocol and client IP preservation off, HAProxy
+	// send-proxy, DigitalOcean, Hetzner, Scaleway, …).
+	//
+	// An AWS NLB with instance targets keeps client IP preservation on by
+	// default: with proxy protocol it sends the header from the client's own
+	// address, which is neither this kind nor [LBPassthrough]. Under
+	// externalTrafficPolicy Local this kind's recipe, trusting the load
+	// balancers' addresses, then meets headers from untrusted clients, which
+	// a PROXY listener closes unless it discards them
+	// (proxyproto.UntrustedIgnore). Turn client IP preservation off
+	// (preserve_client_ip.enabled=false) to match this kind.
 	LBProxyProtocol
 	// LBXForwardedFor ("XForwardedFor"): an L7 HTTP proxy that connects from
 	// its own address and appends the client to X-Forwarded-For.

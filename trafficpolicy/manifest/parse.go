@@ -43,8 +43,11 @@ import (
 //	service.beta.kubernetes.io/aws-load-balancer-type: nlb                    Passthrough
 //	metallb.universe.tf/… or metallb.io/…                                     Passthrough
 //
-// A PROXY-protocol annotation wins over the others. Anything else leaves
-// [trafficpolicy.LBUnknown]; set Service.LB yourself.
+// A PROXY-protocol annotation wins over the others, although an AWS NLB with
+// instance targets and client IP preservation (their default) sends the
+// header from the client's own address, which
+// [trafficpolicy.LBProxyProtocol] does not describe (see there). Anything
+// else leaves [trafficpolicy.LBUnknown]; set Service.LB yourself.
 func Parse(data []byte) (trafficpolicy.Service, error) {
 	var found []json.RawMessage
 	for i, doc := range splitDocuments(data) {
