@@ -137,6 +137,18 @@ func TestExpect(t *testing.T) {
 			with(extLocal, func(a *answer) {
 				a.peer, a.client, a.trust, a.header = PeerLoadBalancer, xff, TrustLoadBalancers, "X-Forwarded-For"
 			})},
+		// AWS NLB instance targets keep the client's address (client IP
+		// preservation, on by default for them) and, with proxy protocol v2,
+		// send a header from it too. The ProxyProtocol recipe (trust the
+		// load balancers) met that header from an untrusted client: a PROXY
+		// listener closed every connection.
+		{"lb/ETP Local/NLB instance targets with PROXY v2: the client is the socket peer and sends the header", lb(ExternalLocal, LBPassthroughProxyProtocol, true),
+			with(extLocal, func(a *answer) {
+				a.peer, a.client, a.pp, a.caveats = PeerClient, sock, true, CaveatProxyHeaderFromClient
+			})},
+		{"lb/ETP Cluster/NLB instance targets with PROXY v2: masqueraded, header believable by trusting nodes", lb(ExternalCluster, LBPassthroughProxyProtocol, true),
+			with(extCluster, func(a *answer) { a.client, a.pp, a.trust, a.caveats = ppSrc, true, TrustNodes, CaveatNodePortsOpen })},
+		{"lb/ETP Local/NLB instance targets with PROXY v2 without local endpoint: dropped", lb(ExternalLocal, LBPassthroughProxyProtocol, false), extDrop},
 		{"lb/ETP Local/full proxy: socket is the LB, client lost", lb(ExternalLocal, LBFullProxy, true),
 			with(extLocal, func(a *answer) { a.peer = PeerLoadBalancer })},
 		{"lb/ETP Local/unknown LB: cannot tell", lb(ExternalLocal, LBUnknown, true),
@@ -158,6 +170,8 @@ func TestExpect(t *testing.T) {
 		{"pod→LB/VIP/ETP Cluster/passthrough: masqueraded, no header caveat", pod(ExternalCluster, IPModeVIP, LBPassthrough, true),
 			answer{out: Delivered, peer: PeerNode, client: lost, eps: EndpointsCluster, health: HealthReadiness, rule: rulePodLBCluster}},
 		{"pod→LB/VIP/ETP Local: \"pod traffic for external destinations\" -> KUBE-SVC, pod address kept, no PROXY header", pod(ExternalLocal, IPModeVIP, LBProxyProtocol, true),
+			answer{out: Delivered, peer: PeerClient, client: sock, eps: EndpointsCluster, health: HealthReadiness, caveats: CaveatNoProxyHeader, rule: rulePodLBLocal}},
+		{"pod→LB/VIP/ETP Local/NLB with PROXY v2: bypassed, no header", pod(ExternalLocal, IPModeVIP, LBPassthroughProxyProtocol, true),
 			answer{out: Delivered, peer: PeerClient, client: sock, eps: EndpointsCluster, health: HealthReadiness, caveats: CaveatNoProxyHeader, rule: rulePodLBLocal}},
 		{"pod→LB/VIP/ETP Local without local endpoint: short-circuit ignores Local, never dropped", pod(ExternalLocal, IPModeVIP, LBPassthrough, false),
 			answer{out: Delivered, peer: PeerClient, client: sock, eps: EndpointsCluster, health: HealthReadiness, rule: rulePodLBLocal}},
@@ -270,7 +284,11 @@ func TestExpectEveryCase(t *testing.T) {
 		if e.Outcome == Dropped {
 			require.Contains(t, e.Rule, "DROP", "%+v: dropped without a DROP rule", c)
 		}
-		require.Equal(t, e.Client == ppSrc, e.ProxyHeader, "%+v: client in %v, PROXY header", c, e.Client)
+		if e.Caveats&CaveatProxyHeaderFromClient != 0 {
+			require.True(t, e.ProxyHeader && e.Client == sock && e.Trust == 0, "%+v: a header from the client is discarded", c)
+		} else {
+			require.Equal(t, e.Client == ppSrc, e.ProxyHeader, "%+v: client in %v, PROXY header", c, e.Client)
+		}
 		if e.Trust&TrustNodes != 0 {
 			require.NotZero(t, e.Caveats&CaveatNodePortsOpen, "%+v: trusts nodes without the node-port caveat", c)
 		}
@@ -297,7 +315,7 @@ func TestExpectEveryCase(t *testing.T) {
 		require.NoError(t, err, "%+v: forged layers from a direct client", c)
 		require.Equal(t, testClient.Addr(), res.Client, "%+v: forged layers from a direct client", c)
 	}
-	require.Equal(t, 4*2*2*4*2*4*5*2, n, "enumerated cases")
+	require.Equal(t, 4*2*2*4*2*4*6*2, n, "enumerated cases")
 }
 
 func TestConfigMissingAddresses(t *testing.T) {

@@ -75,12 +75,7 @@ const (
 	//
 	// An AWS NLB with instance targets keeps client IP preservation on by
 	// default: with proxy protocol it sends the header from the client's own
-	// address, which is neither this kind nor [LBPassthrough]. Under
-	// externalTrafficPolicy Local this kind's recipe, trusting the load
-	// balancers' addresses, then meets headers from untrusted clients, which
-	// a PROXY listener closes unless it discards them
-	// (proxyproto.UntrustedIgnore). Turn client IP preservation off
-	// (preserve_client_ip.enabled=false) to match this kind.
+	// address, which is [LBPassthroughProxyProtocol], not this kind.
 	LBProxyProtocol
 	// LBXForwardedFor ("XForwardedFor"): an L7 HTTP proxy that connects from
 	// its own address and appends the client to X-Forwarded-For.
@@ -89,9 +84,20 @@ const (
 	// and passes on nothing about the client (a TCP proxy without PROXY
 	// protocol, an HTTP proxy that does not write X-Forwarded-For).
 	LBFullProxy
+	// LBPassthroughProxyProtocol ("PassthroughProxyProtocol"): an L4 load
+	// balancer that forwards the client's packets with their source address
+	// intact and also puts a PROXY protocol header naming the client in
+	// front: an AWS NLB with proxy protocol v2 and client IP preservation,
+	// which is on by default for instance targets (those of
+	// cloud-provider-aws's NLBs). Under externalTrafficPolicy Local the
+	// header arrives from the client's own address, so the backend's PROXY
+	// listener must discard headers from peers it does not trust
+	// (proxyproto.UntrustedIgnore): closing them refuses every client, and
+	// trusting the senders would trust every client.
+	LBPassthroughProxyProtocol
 )
 
-var lbKindNames = []string{"Unknown", "Passthrough", "ProxyProtocol", "XForwardedFor", "FullProxy"}
+var lbKindNames = []string{"Unknown", "Passthrough", "ProxyProtocol", "XForwardedFor", "FullProxy", "PassthroughProxyProtocol"}
 
 // String returns the kind's name, such as "ProxyProtocol".
 func (k LBKind) String() string { return enumString(lbKindNames, k, "LBKind") }
@@ -108,6 +114,12 @@ func (k *LBKind) UnmarshalText(text []byte) error {
 	return err
 }
 
+// sendsProxyHeader reports whether the load balancer puts a PROXY header in
+// front of the connections it forwards.
+func (k LBKind) sendsProxyHeader() bool {
+	return k == LBProxyProtocol || k == LBPassthroughProxyProtocol
+}
+
 func (k LBKind) describe() string {
 	switch k {
 	case LBPassthrough:
@@ -118,6 +130,8 @@ func (k LBKind) describe() string {
 		return "L7 + X-Forwarded-For"
 	case LBFullProxy:
 		return "full proxy, no client info"
+	case LBPassthroughProxyProtocol:
+		return "L4 passthrough + PROXY protocol"
 	}
 	return "unknown kind"
 }

@@ -108,7 +108,7 @@ func clusterEndpoints(d TrafficDistribution) Endpoints {
 func external(c Case, viaLB bool) Expectation {
 	e := Expectation{Case: c, Outcome: Delivered}
 	if viaLB {
-		e.ProxyHeader = c.LB == LBProxyProtocol
+		e.ProxyHeader = c.LB.sendsProxyHeader()
 	}
 	if c.External == ExternalCluster {
 		e.Rule = ruleExtCluster
@@ -119,7 +119,7 @@ func external(c Case, viaLB bool) Expectation {
 		}
 		e.Health = HealthNodeProxy
 		switch c.LB {
-		case LBProxyProtocol:
+		case LBProxyProtocol, LBPassthroughProxyProtocol:
 			e.Client = clientip.SourceProxyProtocol
 			e.Trust = TrustNodes
 			e.Caveats |= CaveatNodePortsOpen
@@ -167,6 +167,12 @@ func external(c Case, viaLB bool) Expectation {
 		e.Header = "X-Forwarded-For"
 	case LBFullProxy:
 		e.Peer = PeerLoadBalancer
+	case LBPassthroughProxyProtocol:
+		// The header repeats the socket's address, from a peer no recipe
+		// can trust: the client is the socket peer.
+		e.Peer = PeerClient
+		e.Client = clientip.SourceSocket
+		e.Caveats |= CaveatProxyHeaderFromClient
 	default:
 		e.Peer = PeerUnknown
 		e.Caveats |= CaveatUnknownLB
@@ -202,7 +208,7 @@ func clusterIP(c Case) Expectation {
 // kube-proxy captures on the pod's own node.
 func podToVIP(c Case) Expectation {
 	e := Expectation{Case: c, Outcome: Delivered, Health: HealthReadiness, Endpoints: clusterEndpoints(c.Distribution)}
-	if c.LB == LBProxyProtocol {
+	if c.LB.sendsProxyHeader() {
 		if c.External == ExternalCluster {
 			e.Caveats |= CaveatNoProxyHeaderFromNode
 		} else {

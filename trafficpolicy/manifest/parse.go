@@ -33,6 +33,7 @@ import (
 // The load balancer's kind is inferred from these annotations:
 //
 //	service.beta.kubernetes.io/aws-load-balancer-proxy-protocol: "*"           ProxyProtocol
+//	  with service.beta.kubernetes.io/aws-load-balancer-type: nlb             PassthroughProxyProtocol
 //	service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol: "true"   ProxyProtocol
 //	load-balancer.hetzner.cloud/uses-proxyprotocol: "true"                    ProxyProtocol
 //	service.beta.kubernetes.io/linode-loadbalancer-default-proxy-protocol,
@@ -43,11 +44,14 @@ import (
 //	service.beta.kubernetes.io/aws-load-balancer-type: nlb                    Passthrough
 //	metallb.universe.tf/… or metallb.io/…                                     Passthrough
 //
-// A PROXY-protocol annotation wins over the others, although an AWS NLB with
-// instance targets and client IP preservation (their default) sends the
-// header from the client's own address, which
-// [trafficpolicy.LBProxyProtocol] does not describe (see there). Anything
-// else leaves [trafficpolicy.LBUnknown]; set Service.LB yourself.
+// A PROXY-protocol annotation wins over the others. cloud-provider-aws's NLB
+// registers instance targets, whose client IP preservation is on by default,
+// so with proxy protocol it is [trafficpolicy.LBPassthroughProxyProtocol].
+// The AWS Load Balancer Controller's NLB (type "external") depends on its
+// target type and target group attributes, which Parse does not read: it
+// infers ProxyProtocol, right for IP targets; for instance targets set
+// Service.LB yourself. Anything else leaves [trafficpolicy.LBUnknown]; set
+// Service.LB yourself.
 func Parse(data []byte) (trafficpolicy.Service, error) {
 	var found []json.RawMessage
 	for i, doc := range splitDocuments(data) {
@@ -304,7 +308,10 @@ func (m *manifest) service() (trafficpolicy.Service, error) {
 	return s, nil
 }
 
-const annSourceRanges = "service.beta.kubernetes.io/load-balancer-source-ranges"
+const (
+	annSourceRanges     = "service.beta.kubernetes.io/load-balancer-source-ranges"
+	annAWSProxyProtocol = "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol"
+)
 
 // proxyProtocolAnnotations maps a cloud's PROXY-protocol annotation to a
 // check of its value.
@@ -312,7 +319,7 @@ var proxyProtocolAnnotations = []struct {
 	key string
 	on  func(string) bool
 }{
-	{"service.beta.kubernetes.io/aws-load-balancer-proxy-protocol", func(v string) bool { return v == "*" }},
+	{annAWSProxyProtocol, func(v string) bool { return v == "*" }},
 	{"service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol", isTrue},
 	{"load-balancer.hetzner.cloud/uses-proxyprotocol", isTrue},
 	{"service.beta.kubernetes.io/linode-loadbalancer-default-proxy-protocol", isVersion},
@@ -328,12 +335,15 @@ func isVersion(v string) bool { return v == "v1" || v == "v2" }
 func isSet(v string) bool     { return v != "" && !strings.EqualFold(v, "false") }
 
 func inferLB(ann map[string]string) (trafficpolicy.LBKind, string) {
+	const awsType = "service.beta.kubernetes.io/aws-load-balancer-type"
 	for _, a := range proxyProtocolAnnotations {
 		if v, ok := ann[a.key]; ok && a.on(v) {
+			if a.key == annAWSProxyProtocol && strings.EqualFold(ann[awsType], "nlb") {
+				return trafficpolicy.LBPassthroughProxyProtocol, a.key
+			}
 			return trafficpolicy.LBProxyProtocol, a.key
 		}
 	}
-	const awsType = "service.beta.kubernetes.io/aws-load-balancer-type"
 	if strings.EqualFold(ann[awsType], "nlb") {
 		return trafficpolicy.LBPassthrough, awsType
 	}

@@ -59,8 +59,8 @@ func TestParse(t *testing.T) {
 	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8::/32")}, s.LoadBalancerSourceRanges, "source ranges (host bits masked)")
 	assert.Equal(t, []trafficpolicy.Port{{Name: "mqtts", Protocol: "TCP", Port: 8883, NodePort: 31883}}, s.Ports)
 	assert.Equal(t, []trafficpolicy.Ingress{{IP: netip.MustParseAddr("192.0.2.10"), IPMode: trafficpolicy.IPModeProxy}, {Hostname: "mqtt-gw-123.elb.example.com"}}, s.Ingress)
-	assert.Equal(t, trafficpolicy.LBProxyProtocol, s.LB, "the PROXY annotation must win over the NLB type")
-	assert.Equal(t, "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol", s.LBHint, "the PROXY annotation must win over the NLB type")
+	assert.Equal(t, trafficpolicy.LBPassthroughProxyProtocol, s.LB, "an NLB (instance targets, client IP preserved) with proxy protocol")
+	assert.Equal(t, "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol", s.LBHint, "the PROXY annotation names the kind")
 	assert.True(t, s.NeedsHealthCheck(), "NeedsHealthCheck for LoadBalancer + Local")
 	assert.Equal(t, []trafficpolicy.IPMode{trafficpolicy.IPModeProxy}, s.IPModes(), "a hostname-only ingress is not captured either")
 }
@@ -168,6 +168,34 @@ func TestParseErrors(t *testing.T) {
 			_, err := Parse([]byte(tt.manifest))
 			require.ErrorIs(t, err, tt.wantErr)
 			require.ErrorContains(t, err, tt.mention)
+		})
+	}
+}
+
+// TestInferLBAWS pins the AWS combinations: cloud-provider-aws's NLB
+// registers instance targets, which keep the client's address (client IP
+// preservation is on by default for them), so with proxy protocol it sends
+// the header from the client; it was inferred as a proxy from its own
+// address, whose recipe refuses such headers.
+func TestInferLBAWS(t *testing.T) {
+	const pp, typ = "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol", "service.beta.kubernetes.io/aws-load-balancer-type"
+	tests := []struct {
+		name string
+		ann  map[string]string
+		want trafficpolicy.LBKind
+	}{
+		{"NLB with proxy protocol: passthrough with a header", map[string]string{typ: "nlb", pp: "*"}, trafficpolicy.LBPassthroughProxyProtocol},
+		{"NLB without: passthrough", map[string]string{typ: "nlb"}, trafficpolicy.LBPassthrough},
+		{"classic ELB with proxy protocol: a proxy", map[string]string{pp: "*"}, trafficpolicy.LBProxyProtocol},
+		{"LB Controller NLB: target type unread, a proxy", map[string]string{typ: "external", pp: "*"}, trafficpolicy.LBProxyProtocol},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, hint := inferLB(tt.ann)
+			require.Equal(t, tt.want, got)
+			if tt.ann[pp] != "" {
+				require.Equal(t, pp, hint)
+			}
 		})
 	}
 }
