@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -416,10 +417,14 @@ type NodeProbe struct {
 	Timing Timing
 }
 
-// Target returns the prober target for the node at addr (an IP address or
-// host name; IPv6 addresses in brackets), named name.
+// Target returns the prober target for the node at addr (an IP address,
+// IPv6 with or without brackets, or a host name), named name.
 func (p NodeProbe) Target(name, addr string) Target {
-	return Target{Name: name, URL: "http://" + addr + ":" + strconv.Itoa(int(p.Port)) + p.Path}
+	host := addr + ":" + strconv.Itoa(int(p.Port))
+	if a, err := netip.ParseAddr(addr); err == nil {
+		host = netip.AddrPortFrom(a, p.Port).String() // brackets an IPv6 address
+	}
+	return Target{Name: name, URL: "http://" + host + p.Path}
 }
 
 // KubeProxyHealthzPort is kube-proxy's default --healthz-bind-address port.

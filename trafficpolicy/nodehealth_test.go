@@ -277,6 +277,12 @@ func TestNodeProbes(t *testing.T) {
 		assert.Equal(t, "/healthz", p.Path, name)
 	}
 	assert.Equal(t, Target{Name: "n1", URL: "http://[2001:db8::1]:10256/healthz"}, GCPNodeProbe().Target("n1", "[2001:db8::1]"))
+	// An IPv6 node address as the Node object lists it, without brackets,
+	// made "http://2001:db8::1:10256/healthz": a URL that parses, with host
+	// 2001:db8::1:10256, and that no probe can dial.
+	assert.Equal(t, Target{Name: "n1", URL: "http://[2001:db8::1]:10256/healthz"}, GCPNodeProbe().Target("n1", "2001:db8::1"))
+	assert.Equal(t, Target{Name: "n2", URL: "http://10.0.0.11:10256/healthz"}, GCPNodeProbe().Target("n2", "10.0.0.11"))
+	assert.Equal(t, Target{Name: "n3", URL: "http://node3.example:10256/healthz"}, GCPNodeProbe().Target("n3", "node3.example"))
 }
 
 func TestIPFamilyText(t *testing.T) {
