@@ -86,7 +86,8 @@ func Parse(data []byte) (trafficpolicy.Service, error) {
 // ends the document before it). What follows the marker on its line begins
 // the next document: "--- # comment", but also "--- !!map",
 // "--- {kind: Service}" or "--- |". Documents that hold only blanks and
-// comments are dropped. Every piece holds one document, which matters because
+// comments are dropped; directives stay with the document after them. Every
+// piece holds one document, which matters because
 // YAMLToJSONStrict reads the first document of its input and silently drops
 // the rest.
 func splitDocuments(data []byte) [][]byte {
@@ -103,7 +104,10 @@ func splitDocuments(data []byte) [][]byte {
 		if end >= 0 {
 			next = i + end + 1
 		}
-		if isDocumentMarker(bytes.TrimRight(data[i:next], "\r\n")) {
+		line := bytes.TrimRight(data[i:next], "\r\n")
+		// Directives ("%YAML 1.1") belong to the document whose "---"
+		// follows them, so a piece of directives is not cut off.
+		if isDocumentMarker(line) && !(line[0] == '-' && isPrologue(data[start:i])) {
 			keep(i)
 			start = i + 3
 		}
@@ -119,6 +123,17 @@ func isDocumentMarker(line []byte) bool {
 		return false
 	}
 	return len(line) == 3 || line[3] == ' ' || line[3] == '\t'
+}
+
+// isPrologue reports whether doc holds only directives, comments and blank
+// lines.
+func isPrologue(doc []byte) bool {
+	for line := range bytes.Lines(doc) {
+		if l := bytes.TrimSpace(line); len(l) > 0 && l[0] != '#' && l[0] != '%' {
+			return false
+		}
+	}
+	return true
 }
 
 func hasContent(doc []byte) bool {

@@ -84,6 +84,14 @@ func TestParseDefaults(t *testing.T) {
 		{"externalTrafficPolicy on a ClusterIP Service with external IPs",
 			"apiVersion: v1\nkind: Service\nmetadata: {name: d}\nspec: {externalIPs: [192.0.2.1], externalTrafficPolicy: Local}\n",
 			trafficpolicy.Service{Name: "d", ExternalIPs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}, ExternalTrafficPolicy: trafficpolicy.ExternalLocal}},
+		// A directive was cut off as a document of its own, which YAML
+		// refuses ("did not find expected <document start>").
+		{"a %YAML directive before the document",
+			"%YAML 1.1\n# a comment\n---\napiVersion: v1\nkind: Service\nmetadata: {name: j}\n",
+			trafficpolicy.Service{Name: "j"}},
+		{"a %YAML directive before a later document",
+			"apiVersion: apps/v1\nkind: Deployment\n...\n%YAML 1.1\n--- # the Service\napiVersion: v1\nkind: Service\nmetadata: {name: k}\n",
+			trafficpolicy.Service{Name: "k"}},
 		{"Lists nested 8 deep",
 			strings.Repeat(`{"kind":"List","items":[`, 8) + `{"apiVersion":"v1","kind":"Service","metadata":{"name":"n"}}` + strings.Repeat(`]}`, 8),
 			trafficpolicy.Service{Name: "n"}},
