@@ -39,6 +39,28 @@ func ExampleExpect() {
 }
 
 // Answer a load balancer's health check the way kube-proxy does.
+// An AWS NLB with instance targets keeps the client's address and, with
+// proxy protocol v2, sends a header naming it as well. Under
+// externalTrafficPolicy Local the client is the socket peer, the recipe
+// trusts nobody, and the PROXY listener must discard the header from a peer
+// it does not trust (proxyproto.UntrustedIgnore).
+func ExampleLBKind_awsNLBInstanceTargets() {
+	e := trafficpolicy.Expect(trafficpolicy.Case{
+		Type:          trafficpolicy.TypeLoadBalancer,
+		External:      trafficpolicy.ExternalLocal,
+		Path:          trafficpolicy.PathLoadBalancer,
+		LB:            trafficpolicy.LBPassthroughProxyProtocol,
+		LocalEndpoint: true,
+	})
+	fmt.Println(e.Peer, e.Client, e.ProxyHeader)
+	fmt.Println(e.Recipe())
+	fmt.Println(e.Caveats)
+	// Output:
+	// Client socket true
+	// trust nothing, PROXY listener discarding untrusted headers
+	// proxy-header-from-client
+}
+
 func ExampleHealthServer() {
 	var endpoints trafficpolicy.Registry
 	endpoints.Set(netip.MustParseAddrPort("10.244.1.5:8883"), trafficpolicy.EndpointReady)
