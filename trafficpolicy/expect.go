@@ -249,7 +249,10 @@ const (
 	// the header comes from a peer no recipe can trust. The PROXY listener
 	// must read and discard headers from untrusted peers
 	// (proxyproto.UntrustedIgnore); one that closes them
-	// (proxyproto.UntrustedClose, the default) refuses every client.
+	// (proxyproto.UntrustedClose, the default) refuses every client. An AWS
+	// NLB sends an IPv6 client's connections to IPv4 instance targets from
+	// its own address, with the header naming the client: the recipe trusts
+	// the load balancers for those.
 	CaveatProxyHeaderFromClient
 )
 
@@ -286,7 +289,7 @@ func (c Caveat) Notes() []string {
 		out = append(out, "no PROXY header arrives on this path and the node masquerades the pod: a listener that requires the header refuses this trusted node; allow headerless connections from trusted upstreams (clientip flags the node as masqueraded) or set ipMode: Proxy")
 	}
 	if c&CaveatProxyHeaderFromClient != 0 {
-		out = append(out, "the load balancer keeps the client's address and sends its PROXY header from it: the PROXY listener must discard headers from untrusted peers (proxyproto.UntrustedIgnore), since closing them refuses every client")
+		out = append(out, "the load balancer keeps an IPv4 client's address and sends its PROXY header from it: the PROXY listener must discard headers from untrusted peers (proxyproto.UntrustedIgnore), since closing them refuses every client; an IPv6 client arrives from the load balancer with the header")
 	}
 	if c&CaveatEgressSNAT != 0 {
 		out = append(out, "the load balancer sees the calling pod, or its node if the network plugin masquerades egress")
@@ -448,8 +451,6 @@ func (e Expectation) Recipe() string {
 		return "n/a"
 	case !e.Recoverable():
 		return "cannot recover (Masquerade flags it)"
-	case e.Trust == 0 && e.ProxyHeader:
-		return "trust nothing, PROXY listener discarding untrusted headers"
 	case e.Trust == 0:
 		return "trust nothing"
 	}

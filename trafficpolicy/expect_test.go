@@ -144,7 +144,7 @@ func TestExpect(t *testing.T) {
 		// listener closed every connection.
 		{"lb/ETP Local/NLB instance targets with PROXY v2: the client is the socket peer and sends the header", lb(ExternalLocal, LBPassthroughProxyProtocol, true),
 			with(extLocal, func(a *answer) {
-				a.peer, a.client, a.pp, a.caveats = PeerClient, sock, true, CaveatProxyHeaderFromClient
+				a.peer, a.client, a.pp, a.trust, a.caveats = PeerClient, sock, true, TrustLoadBalancers, CaveatProxyHeaderFromClient
 			})},
 		{"lb/ETP Cluster/NLB instance targets with PROXY v2: masqueraded, header believable by trusting nodes", lb(ExternalCluster, LBPassthroughProxyProtocol, true),
 			with(extCluster, func(a *answer) { a.client, a.pp, a.trust, a.caveats = ppSrc, true, TrustNodes, CaveatNodePortsOpen })},
@@ -285,7 +285,7 @@ func TestExpectEveryCase(t *testing.T) {
 			require.Contains(t, e.Rule, "DROP", "%+v: dropped without a DROP rule", c)
 		}
 		if e.Caveats&CaveatProxyHeaderFromClient != 0 {
-			require.True(t, e.ProxyHeader && e.Client == sock && e.Trust == 0, "%+v: a header from the client is discarded", c)
+			require.True(t, e.ProxyHeader && e.Client == sock && e.Trust == TrustLoadBalancers, "%+v: a header from the client is discarded", c)
 		} else {
 			require.Equal(t, e.Client == ppSrc, e.ProxyHeader, "%+v: client in %v, PROXY header", c, e.Client)
 		}
@@ -445,5 +445,38 @@ func TestExpectationLogValue(t *testing.T) {
 	slog.New(slog.NewTextHandler(&b, nil)).Info("expect", "answer", Expect(Case{Type: TypeNodePort, Path: PathNodePort}))
 	for _, w := range []string{"answer.outcome=Delivered", "answer.peer=Node", "answer.client=none", "answer.trust=none"} {
 		assert.Contains(t, b.String(), w, "log line")
+	}
+}
+
+// TestNLBInstanceTargetsBothFamilies pins the recipe for an AWS NLB with
+// instance targets and proxy protocol v2 under externalTrafficPolicy Local
+// against clientip itself: an IPv4 client connects from its own address
+// with a header naming itself, which only the socket may vouch for; an
+// IPv6 client of a dual-stack NLB reaches an IPv4 target from the load
+// balancer's address ("Load balancer IPv4 address", AWS's client IP
+// preservation table), named only in the header.
+func TestNLBInstanceTargetsBothFamilies(t *testing.T) {
+	e := Expect(Case{Type: TypeLoadBalancer, External: ExternalLocal, Path: PathLoadBalancer, LB: LBPassthroughProxyProtocol, LocalEndpoint: true})
+	cfg, err := e.Config(testNet)
+	require.NoError(t, err)
+	r, err := clientip.New(cfg)
+	require.NoError(t, err)
+	v6 := netip.MustParseAddrPort("[2001:db8::7]:40001")
+	for _, tt := range []struct {
+		name   string
+		tr     clientip.Transport
+		client netip.Addr
+		source clientip.Source
+	}{
+		{"IPv4 client, its own address", clientip.Transport{Peer: testClient, Proxy: testClient}, testClient.Addr(), sock},
+		{"IPv6 client, from the load balancer", clientip.Transport{Peer: testLB, Proxy: v6}, v6.Addr(), ppSrc},
+		{"a client forging a header", clientip.Transport{Peer: testClient, Proxy: testForged}, testClient.Addr(), sock},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := r.Resolve(tt.tr, nil)
+			require.NoError(t, err)
+			assert.Equal(t, tt.client, res.Client)
+			assert.Equal(t, tt.source, res.Source)
+		})
 	}
 }

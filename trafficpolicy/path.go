@@ -89,11 +89,13 @@ const (
 	// intact and also puts a PROXY protocol header naming the client in
 	// front: an AWS NLB with proxy protocol v2 and client IP preservation,
 	// which is on by default for instance targets (those of
-	// cloud-provider-aws's NLBs). Under externalTrafficPolicy Local the
-	// header arrives from the client's own address, so the backend's PROXY
-	// listener must discard headers from peers it does not trust
-	// (proxyproto.UntrustedIgnore): closing them refuses every client, and
-	// trusting the senders would trust every client.
+	// cloud-provider-aws's NLBs). Under externalTrafficPolicy Local an IPv4
+	// client's header arrives from the client's own address, so the
+	// backend's PROXY listener must discard headers from peers it does not
+	// trust (proxyproto.UntrustedIgnore): closing them refuses every client,
+	// and trusting the senders would trust every client. An IPv6 client of a
+	// dual-stack NLB arrives from the load balancer's IPv4 address, its
+	// header naming it, so the recipe trusts the load balancers as well.
 	LBPassthroughProxyProtocol
 )
 

@@ -168,10 +168,14 @@ func external(c Case, viaLB bool) Expectation {
 	case LBFullProxy:
 		e.Peer = PeerLoadBalancer
 	case LBPassthroughProxyProtocol:
-		// The header repeats the socket's address, from a peer no recipe
-		// can trust: the client is the socket peer.
+		// An IPv4 client is the socket peer, and its header, from an
+		// address no recipe can trust, is discarded. An IPv6 client of a
+		// dual-stack NLB arrives from the load balancer's IPv4 address
+		// with the header naming it, which only trusting the load
+		// balancers recovers.
 		e.Peer = PeerClient
 		e.Client = clientip.SourceSocket
+		e.Trust = TrustLoadBalancers
 		e.Caveats |= CaveatProxyHeaderFromClient
 	default:
 		e.Peer = PeerUnknown
