@@ -65,7 +65,11 @@ const (
 	// LBPassthrough ("Passthrough"): an L4 load balancer that forwards the
 	// client's packets with their source address intact (GCP and Azure
 	// network load balancers, MetalLB, AWS NLB instance targets with client
-	// IP preservation and without proxy protocol).
+	// IP preservation and without proxy protocol). A dual-stack AWS NLB
+	// keeps only IPv4 clients' addresses: an IPv6 client reaches an IPv4
+	// target from the load balancer's address, and is lost. List the NLB's
+	// addresses in [Network].LoadBalancers so that such connections are
+	// flagged as masqueraded instead of taken for clients.
 	LBPassthrough
 	// LBProxyProtocol ("ProxyProtocol"): an L4 proxy that opens its own
 	// connection from its own address and sends a PROXY protocol header with
