@@ -10,8 +10,9 @@
 // internalTrafficPolicy, trafficDistribution and load-balancer ipMode; the
 // caller's [Path] (an external client through the load balancer or straight
 // to a node port, a pod to the cluster IP or to the load-balancer IP); the
-// [LBKind] in front (L4 passthrough, L4 with PROXY protocol, L7 adding
-// X-Forwarded-For, or a full proxy that passes nothing on); and whether the
+// [LBKind] in front (L4 passthrough, L4 proxy with PROXY protocol, L4
+// passthrough that adds a PROXY header too, L7 adding X-Forwarded-For, or a
+// full proxy that passes nothing on); and whether the
 // node the traffic enters has a local endpoint. [Expect] answers it as an
 // [Expectation]: whether the connection is delivered, dropped or not exposed
 // at all; which [Peer] the backend's socket sees (client, node, load

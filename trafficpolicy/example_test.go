@@ -39,6 +39,30 @@ func ExampleExpect() {
 }
 
 // Answer a load balancer's health check the way kube-proxy does.
+// An AWS NLB with instance targets keeps the client's address and, with
+// proxy protocol v2, sends a header naming it as well. Under
+// externalTrafficPolicy Local an IPv4 client is the socket peer, and the
+// PROXY listener must discard the header from a peer it does not trust
+// (proxyproto.UntrustedIgnore); an IPv6 client of a dual-stack NLB arrives
+// from the load balancer's IPv4 address, so the recipe trusts the load
+// balancers for its header.
+func ExampleLBKind_awsNLBInstanceTargets() {
+	e := trafficpolicy.Expect(trafficpolicy.Case{
+		Type:          trafficpolicy.TypeLoadBalancer,
+		External:      trafficpolicy.ExternalLocal,
+		Path:          trafficpolicy.PathLoadBalancer,
+		LB:            trafficpolicy.LBPassthroughProxyProtocol,
+		LocalEndpoint: true,
+	})
+	fmt.Println(e.Peer, e.Client, e.ProxyHeader)
+	fmt.Println(e.Recipe())
+	fmt.Println(e.Caveats)
+	// Output:
+	// Client socket true
+	// trust load-balancers, PROXY listener
+	// proxy-header-from-client
+}
+
 func ExampleHealthServer() {
 	var endpoints trafficpolicy.Registry
 	endpoints.Set(netip.MustParseAddrPort("10.244.1.5:8883"), trafficpolicy.EndpointReady)

@@ -243,9 +243,20 @@ const (
 	// clientip then flags the node as masqueraded. ipMode: Proxy sends it
 	// through the load balancer instead.
 	CaveatNoProxyHeaderFromNode
+	// CaveatProxyHeaderFromClient: the load balancer keeps the client's
+	// address and sends a PROXY header from it
+	// ([LBPassthroughProxyProtocol] under externalTrafficPolicy Local), so
+	// the header comes from a peer no recipe can trust. The PROXY listener
+	// must read and discard headers from untrusted peers
+	// (proxyproto.UntrustedIgnore); one that closes them
+	// (proxyproto.UntrustedClose, the default) refuses every client. An AWS
+	// NLB sends an IPv6 client's connections to IPv4 instance targets from
+	// its own address, with the header naming the client: the recipe trusts
+	// the load balancers for those.
+	CaveatProxyHeaderFromClient
 )
 
-var caveatNames = []string{"node-ports-open", "no-proxy-header", "egress-snat", "hairpin", "unknown-lb", "no-proxy-header-from-node"}
+var caveatNames = []string{"node-ports-open", "no-proxy-header", "egress-snat", "hairpin", "unknown-lb", "no-proxy-header-from-node", "proxy-header-from-client"}
 
 // String returns the caveats' names joined by "+", or "none".
 func (c Caveat) String() string {
@@ -276,6 +287,9 @@ func (c Caveat) Notes() []string {
 	}
 	if c&CaveatNoProxyHeaderFromNode != 0 {
 		out = append(out, "no PROXY header arrives on this path and the node masquerades the pod: a listener that requires the header refuses this trusted node; allow headerless connections from trusted upstreams (clientip flags the node as masqueraded) or set ipMode: Proxy")
+	}
+	if c&CaveatProxyHeaderFromClient != 0 {
+		out = append(out, "the load balancer keeps an IPv4 client's address and sends its PROXY header from it: the PROXY listener must discard headers from untrusted peers (proxyproto.UntrustedIgnore), since closing them refuses every client; an IPv6 client arrives from the load balancer with the header")
 	}
 	if c&CaveatEgressSNAT != 0 {
 		out = append(out, "the load balancer sees the calling pod, or its node if the network plugin masquerades egress")

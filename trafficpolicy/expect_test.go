@@ -137,6 +137,18 @@ func TestExpect(t *testing.T) {
 			with(extLocal, func(a *answer) {
 				a.peer, a.client, a.trust, a.header = PeerLoadBalancer, xff, TrustLoadBalancers, "X-Forwarded-For"
 			})},
+		// AWS NLB instance targets keep the client's address (client IP
+		// preservation, on by default for them) and, with proxy protocol v2,
+		// send a header from it too. The ProxyProtocol recipe (trust the
+		// load balancers) met that header from an untrusted client: a PROXY
+		// listener closed every connection.
+		{"lb/ETP Local/NLB instance targets with PROXY v2: the client is the socket peer and sends the header", lb(ExternalLocal, LBPassthroughProxyProtocol, true),
+			with(extLocal, func(a *answer) {
+				a.peer, a.client, a.pp, a.trust, a.caveats = PeerClient, sock, true, TrustLoadBalancers, CaveatProxyHeaderFromClient
+			})},
+		{"lb/ETP Cluster/NLB instance targets with PROXY v2: masqueraded, header believable by trusting nodes", lb(ExternalCluster, LBPassthroughProxyProtocol, true),
+			with(extCluster, func(a *answer) { a.client, a.pp, a.trust, a.caveats = ppSrc, true, TrustNodes, CaveatNodePortsOpen })},
+		{"lb/ETP Local/NLB instance targets with PROXY v2 without local endpoint: dropped", lb(ExternalLocal, LBPassthroughProxyProtocol, false), extDrop},
 		{"lb/ETP Local/full proxy: socket is the LB, client lost", lb(ExternalLocal, LBFullProxy, true),
 			with(extLocal, func(a *answer) { a.peer = PeerLoadBalancer })},
 		{"lb/ETP Local/unknown LB: cannot tell", lb(ExternalLocal, LBUnknown, true),
@@ -158,6 +170,8 @@ func TestExpect(t *testing.T) {
 		{"pod→LB/VIP/ETP Cluster/passthrough: masqueraded, no header caveat", pod(ExternalCluster, IPModeVIP, LBPassthrough, true),
 			answer{out: Delivered, peer: PeerNode, client: lost, eps: EndpointsCluster, health: HealthReadiness, rule: rulePodLBCluster}},
 		{"pod→LB/VIP/ETP Local: \"pod traffic for external destinations\" -> KUBE-SVC, pod address kept, no PROXY header", pod(ExternalLocal, IPModeVIP, LBProxyProtocol, true),
+			answer{out: Delivered, peer: PeerClient, client: sock, eps: EndpointsCluster, health: HealthReadiness, caveats: CaveatNoProxyHeader, rule: rulePodLBLocal}},
+		{"pod→LB/VIP/ETP Local/NLB with PROXY v2: bypassed, no header", pod(ExternalLocal, IPModeVIP, LBPassthroughProxyProtocol, true),
 			answer{out: Delivered, peer: PeerClient, client: sock, eps: EndpointsCluster, health: HealthReadiness, caveats: CaveatNoProxyHeader, rule: rulePodLBLocal}},
 		{"pod→LB/VIP/ETP Local without local endpoint: short-circuit ignores Local, never dropped", pod(ExternalLocal, IPModeVIP, LBPassthrough, false),
 			answer{out: Delivered, peer: PeerClient, client: sock, eps: EndpointsCluster, health: HealthReadiness, rule: rulePodLBLocal}},
@@ -270,7 +284,11 @@ func TestExpectEveryCase(t *testing.T) {
 		if e.Outcome == Dropped {
 			require.Contains(t, e.Rule, "DROP", "%+v: dropped without a DROP rule", c)
 		}
-		require.Equal(t, e.Client == ppSrc, e.ProxyHeader, "%+v: client in %v, PROXY header", c, e.Client)
+		if e.Caveats&CaveatProxyHeaderFromClient != 0 {
+			require.True(t, e.ProxyHeader && e.Client == sock && e.Trust == TrustLoadBalancers, "%+v: a header from the client is discarded", c)
+		} else {
+			require.Equal(t, e.Client == ppSrc, e.ProxyHeader, "%+v: client in %v, PROXY header", c, e.Client)
+		}
 		if e.Trust&TrustNodes != 0 {
 			require.NotZero(t, e.Caveats&CaveatNodePortsOpen, "%+v: trusts nodes without the node-port caveat", c)
 		}
@@ -297,7 +315,7 @@ func TestExpectEveryCase(t *testing.T) {
 		require.NoError(t, err, "%+v: forged layers from a direct client", c)
 		require.Equal(t, testClient.Addr(), res.Client, "%+v: forged layers from a direct client", c)
 	}
-	require.Equal(t, 4*2*2*4*2*4*5*2, n, "enumerated cases")
+	require.Equal(t, 4*2*2*4*2*4*6*2, n, "enumerated cases")
 }
 
 func TestConfigMissingAddresses(t *testing.T) {
@@ -427,5 +445,38 @@ func TestExpectationLogValue(t *testing.T) {
 	slog.New(slog.NewTextHandler(&b, nil)).Info("expect", "answer", Expect(Case{Type: TypeNodePort, Path: PathNodePort}))
 	for _, w := range []string{"answer.outcome=Delivered", "answer.peer=Node", "answer.client=none", "answer.trust=none"} {
 		assert.Contains(t, b.String(), w, "log line")
+	}
+}
+
+// TestNLBInstanceTargetsBothFamilies pins the recipe for an AWS NLB with
+// instance targets and proxy protocol v2 under externalTrafficPolicy Local
+// against clientip itself: an IPv4 client connects from its own address
+// with a header naming itself, which only the socket may vouch for; an
+// IPv6 client of a dual-stack NLB reaches an IPv4 target from the load
+// balancer's address ("Load balancer IPv4 address", AWS's client IP
+// preservation table), named only in the header.
+func TestNLBInstanceTargetsBothFamilies(t *testing.T) {
+	e := Expect(Case{Type: TypeLoadBalancer, External: ExternalLocal, Path: PathLoadBalancer, LB: LBPassthroughProxyProtocol, LocalEndpoint: true})
+	cfg, err := e.Config(testNet)
+	require.NoError(t, err)
+	r, err := clientip.New(cfg)
+	require.NoError(t, err)
+	v6 := netip.MustParseAddrPort("[2001:db8::7]:40001")
+	for _, tt := range []struct {
+		name   string
+		tr     clientip.Transport
+		client netip.Addr
+		source clientip.Source
+	}{
+		{"IPv4 client, its own address", clientip.Transport{Peer: testClient, Proxy: testClient}, testClient.Addr(), sock},
+		{"IPv6 client, from the load balancer", clientip.Transport{Peer: testLB, Proxy: v6}, v6.Addr(), ppSrc},
+		{"a client forging a header", clientip.Transport{Peer: testClient, Proxy: testForged}, testClient.Addr(), sock},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := r.Resolve(tt.tr, nil)
+			require.NoError(t, err)
+			assert.Equal(t, tt.client, res.Client)
+			assert.Equal(t, tt.source, res.Source)
+		})
 	}
 }

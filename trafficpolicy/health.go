@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 )
 
 // HealthConfig configures a [HealthServer].
 type HealthConfig struct {
 	// Namespace and Name identify the Service in the answer's body. Both are
-	// required.
+	// required, in printable UTF-8 (the body quotes them as JSON strings).
 	Namespace, Name string
 
 	// Endpoints is the registry whose ready endpoints are counted. Required.
@@ -49,7 +50,8 @@ type HealthConfig struct {
 // listener from [OptionalProxyHeader] when the load balancer puts a PROXY
 // header in front of its health checks.
 //
-// A HealthServer is safe for concurrent use.
+// A HealthServer is safe for concurrent use. The zero HealthServer has no
+// endpoints, so it answers 503; create one with [NewHealthServer].
 type HealthServer struct {
 	namespace, name string
 	eps             *Registry
@@ -62,6 +64,8 @@ func NewHealthServer(cfg HealthConfig) (*HealthServer, error) {
 	switch {
 	case cfg.Name == "" || cfg.Namespace == "":
 		return nil, fmt.Errorf("%w: HealthConfig needs the Service's Namespace and Name", ErrInvalidConfig)
+	case !jsonQuotable(cfg.Namespace) || !jsonQuotable(cfg.Name):
+		return nil, fmt.Errorf("%w: HealthConfig Namespace %q and Name %q must be printable UTF-8", ErrInvalidConfig, cfg.Namespace, cfg.Name)
 	case cfg.Endpoints == nil:
 		return nil, fmt.Errorf("%w: HealthConfig.Endpoints is nil", ErrInvalidConfig)
 	}
@@ -87,8 +91,9 @@ func (h HealthStatus) Code() int {
 }
 
 // AppendJSON appends kube-proxy's body for h and the named Service to b.
-// Strings are quoted as kube-proxy's %q quotes them, which is JSON for the
-// DNS labels Kubernetes allows as names.
+// Strings are quoted as kube-proxy's %q quotes them, which is JSON for
+// printable UTF-8 (and so for the DNS labels Kubernetes allows as names),
+// the names [NewHealthServer] accepts.
 func (h HealthStatus) AppendJSON(b []byte, namespace, name string) []byte {
 	b = append(b, "{\n\t\"service\": {\n\t\t\"namespace\": "...)
 	b = strconv.AppendQuote(b, namespace)
@@ -101,9 +106,28 @@ func (h HealthStatus) AppendJSON(b []byte, namespace, name string) []byte {
 	return append(b, "\n}"...)
 }
 
+// jsonQuotable reports whether strconv.Quote(s) is a JSON string: s is valid
+// UTF-8 of printable runes, so that the only escapes are \" and \\ (Quote
+// writes others, such as \x01 or \a, that JSON does not have).
+func jsonQuotable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !strconv.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
 // Status returns the current answer's facts.
 func (s *HealthServer) Status() HealthStatus {
-	return HealthStatus{LocalEndpoints: s.eps.LocalReady(), ProxyHealthy: s.healthy == nil || s.healthy()}
+	st := HealthStatus{ProxyHealthy: s.healthy == nil || s.healthy()}
+	if s.eps != nil {
+		st.LocalEndpoints = s.eps.LocalReady()
+	}
+	return st
 }
 
 // ServeHTTP answers any request, whatever its path and method, with the

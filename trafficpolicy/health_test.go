@@ -2,6 +2,7 @@ package trafficpolicy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -140,9 +141,33 @@ func TestNewHealthServerErrors(t *testing.T) {
 		{Namespace: "iot", Endpoints: &r},
 		{Name: "x", Endpoints: &r},
 		{Namespace: "iot", Name: "x"},
+		// Names %q would quote with escapes JSON does not have: the body
+		// was no longer JSON.
+		{Namespace: "iot\x01", Name: "x", Endpoints: &r},
+		{Namespace: "iot", Name: "x\xff", Endpoints: &r},
+		{Namespace: "iot", Name: "x\a", Endpoints: &r},
+		{Namespace: "iot", Name: "x\U000e0001", Endpoints: &r},
 	} {
 		_, err := NewHealthServer(cfg)
 		assert.ErrorIs(t, err, ErrInvalidConfig, "NewHealthServer(%+v)", cfg)
+	}
+}
+
+// TestHealthServerBodyIsJSON pins that every name NewHealthServer accepts
+// gives a JSON body that reads back as the name, quotes and backslashes
+// included.
+func TestHealthServerBodyIsJSON(t *testing.T) {
+	var r Registry
+	for _, name := range []string{"mqtt-gw", `a"b`, `a\b`, "café", "日本", "a b"} {
+		hs, err := NewHealthServer(HealthConfig{Namespace: "iot", Name: name, Endpoints: &r})
+		require.NoError(t, err, name)
+		rec := httptest.NewRecorder()
+		hs.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+		var body struct {
+			Service struct{ Namespace, Name string }
+		}
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), "%q: body %s", name, rec.Body)
+		assert.Equal(t, name, body.Service.Name)
 	}
 }
 
@@ -173,4 +198,16 @@ func BenchmarkHealthServer(b *testing.B) {
 			}
 		})
 	})
+}
+
+// TestHealthServerZeroValue pins that the zero HealthServer fails closed: a
+// load balancer probing it takes the node out (503), where it used to get a
+// nil-pointer panic, which net/http turns into a dropped connection.
+func TestHealthServerZeroValue(t *testing.T) {
+	var hs HealthServer
+	assert.Equal(t, HealthStatus{ProxyHealthy: true}, hs.Status())
+	rec := httptest.NewRecorder()
+	hs.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Equal(t, "0", rec.Header().Get("X-Load-Balancing-Endpoint-Weight"))
 }

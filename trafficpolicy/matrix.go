@@ -4,7 +4,7 @@ import "strings"
 
 // knownLBKinds are the load-balancer kinds a matrix shows when a Service's
 // own kind is not known.
-var knownLBKinds = [...]LBKind{LBPassthrough, LBProxyProtocol, LBXForwardedFor, LBFullProxy}
+var knownLBKinds = [...]LBKind{LBPassthrough, LBProxyProtocol, LBPassthroughProxyProtocol, LBXForwardedFor, LBFullProxy}
 
 // Cases returns the questions worth asking about s, one per caller path it
 // opens: pods to the cluster IP (unless headless or ExternalName), external

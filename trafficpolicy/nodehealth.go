@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -67,7 +68,8 @@ func (n NodeState) Eligible() bool {
 // when the node cannot carry a packet (kubernetes#134648); a check closes
 // that gap.
 type DataPathCheck struct {
-	// Name identifies the check in the answer's failedChecks. Required.
+	// Name identifies the check in the answer's failedChecks. Required, in
+	// printable UTF-8 (the body quotes it as a JSON string).
 	Name string
 	// Check returns nil when the data path works. It is called on every
 	// /healthz request with a context bounded by
@@ -116,9 +118,13 @@ type NodeHealthConfig struct {
 //
 // with RFC 3339 times, "nodeEligible" only on /healthz, "lastUpdated" the
 // current time on a 200 answer and the latest family update otherwise, and
-// "status" only once a family has been updated. A family is unhealthy while
-// an update queued with [NodeHealthServer.QueuedUpdate] has waited longer
-// than HealthTimeout for [NodeHealthServer.Updated].
+// "status" only once a family has been updated. An updated family is
+// unhealthy while an update queued with [NodeHealthServer.QueuedUpdate] has
+// waited HealthTimeout or longer for [NodeHealthServer.Updated]. A family
+// never updated is starting up and counts as healthy however long its
+// queued update waits, as in kube-proxy, which judges only the families it
+// has seen update: call Updated once the first sync is done, and have the
+// caller's own readiness cover a first sync that never ends.
 //
 // The node's state comes from the caller ([NodeHealthServer.SetNode]), who
 // watches its Node object or knows better. [DataPathCheck]s add what
@@ -130,7 +136,10 @@ type NodeHealthConfig struct {
 //
 // Load balancers that put a PROXY header in front of their health checks
 // need a listener that accepts one, as for the [HealthServer]: serve it on
-// [OptionalProxyHeader]. A NodeHealthServer is safe for concurrent use.
+// [OptionalProxyHeader]. A NodeHealthServer is safe for concurrent use. The
+// zero NodeHealthServer fails closed: it answers every request with 503, and
+// an updated family is unhealthy as soon as an update is queued (its
+// HealthTimeout is zero); create one with [NewNodeHealthServer].
 type NodeHealthServer struct {
 	timeout, checkTimeout time.Duration
 	checks                []DataPathCheck
@@ -155,6 +164,9 @@ func NewNodeHealthServer(cfg NodeHealthConfig) (*NodeHealthServer, error) {
 	for i, c := range cfg.Checks {
 		if c.Name == "" || c.Check == nil {
 			return nil, fmt.Errorf("%w: NodeHealthConfig.Checks[%d] needs a Name and a Check", ErrInvalidConfig, i)
+		}
+		if !jsonQuotable(c.Name) {
+			return nil, fmt.Errorf("%w: NodeHealthConfig.Checks[%d].Name %q must be printable UTF-8", ErrInvalidConfig, i, c.Name)
 		}
 	}
 	s := &NodeHealthServer{
@@ -186,11 +198,15 @@ func (s *NodeHealthServer) SetNode(n NodeState) {
 }
 
 // QueuedUpdate records that family f's proxier has a change to apply; from
-// now on it has HealthTimeout to call [NodeHealthServer.Updated]. Only the
-// oldest pending change counts.
+// now on it has HealthTimeout to call [NodeHealthServer.Updated], once f has
+// been updated before (a family never updated is starting up and stays
+// healthy). Only the oldest pending change counts.
 func (s *NodeHealthServer) QueuedUpdate(f IPFamily) {
-	now := s.now()
+	now := s.clock()
 	s.mu.Lock()
+	if s.queued == nil {
+		s.queued = make(map[IPFamily]time.Time)
+	}
 	if _, ok := s.queued[f]; !ok {
 		s.queued[f] = now
 	}
@@ -200,8 +216,11 @@ func (s *NodeHealthServer) QueuedUpdate(f IPFamily) {
 // Updated records that family f's proxier has applied every change: the
 // family is healthy and reported in the body's status from now on.
 func (s *NodeHealthServer) Updated(f IPFamily) {
-	now := s.now()
+	now := s.clock()
 	s.mu.Lock()
+	if s.updated == nil {
+		s.updated = make(map[IPFamily]time.Time)
+	}
 	delete(s.queued, f)
 	s.updated[f] = now
 	s.mu.Unlock()
@@ -235,7 +254,7 @@ func (h NodeHealth) Healthy() bool {
 // serviceProxyHealthy. Use it as [HealthConfig].ProxyHealthy for
 // kube-proxy's behaviour, or [NodeHealthServer.DataPathHealthy] to let
 // failing data-path checks fail the Service's health check node port too.
-func (s *NodeHealthServer) ProxyHealthy() bool { return s.proxyStatus(s.now()).ProxyHealthy }
+func (s *NodeHealthServer) ProxyHealthy() bool { return s.proxyStatus(s.clock()).ProxyHealthy }
 
 // DataPathHealthy reports whether the proxiers are healthy and every
 // data-path check passes.
@@ -246,9 +265,17 @@ func (s *NodeHealthServer) DataPathHealthy() bool {
 // Status returns the facts of a /healthz answer now, running the data-path
 // checks with ctx.
 func (s *NodeHealthServer) Status(ctx context.Context) NodeHealth {
-	h := s.proxyStatus(s.now())
+	h := s.proxyStatus(s.clock())
 	h.FailedChecks = s.failedChecks(ctx)
 	return h
+}
+
+// clock returns the current time.
+func (s *NodeHealthServer) clock() time.Time {
+	if s.now == nil {
+		return time.Now()
+	}
+	return s.now()
 }
 
 func (s *NodeHealthServer) proxyStatus(now time.Time) NodeHealth {
@@ -354,11 +381,15 @@ func appendJSONTime(b []byte, t time.Time) []byte {
 // ServeHTTP answers /healthz and /livez as described on
 // [NodeHealthServer], and any other path with 404.
 func (s *NodeHealthServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.mux == nil {
+		http.Error(w, "trafficpolicy: NodeHealthServer not created by NewNodeHealthServer", http.StatusServiceUnavailable)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
 func (s *NodeHealthServer) answer(w http.ResponseWriter, r *http.Request, healthz bool) {
-	h := s.proxyStatus(s.now())
+	h := s.proxyStatus(s.clock())
 	ok := h.ProxyHealthy
 	if healthz {
 		h.FailedChecks = s.failedChecks(r.Context())
@@ -386,10 +417,14 @@ type NodeProbe struct {
 	Timing Timing
 }
 
-// Target returns the prober target for the node at addr (an IP address or
-// host name; IPv6 addresses in brackets), named name.
+// Target returns the prober target for the node at addr (an IP address,
+// IPv6 with or without brackets, or a host name), named name.
 func (p NodeProbe) Target(name, addr string) Target {
-	return Target{Name: name, URL: "http://" + addr + ":" + strconv.Itoa(int(p.Port)) + p.Path}
+	host := addr + ":" + strconv.Itoa(int(p.Port))
+	if a, err := netip.ParseAddr(addr); err == nil {
+		host = netip.AddrPortFrom(a, p.Port).String() // brackets an IPv6 address
+	}
+	return Target{Name: name, URL: "http://" + host + p.Path}
 }
 
 // KubeProxyHealthzPort is kube-proxy's default --healthz-bind-address port.

@@ -124,6 +124,19 @@ func TestNodeHealthKubeProxyBody(t *testing.T) {
 				Status: map[string]kubeProxierHealth{"IPv4": {t0, true}, "IPv6": {t0, false}}},
 			503, kubeProxyHealth{LastUpdated: t0, CurrentTime: now, Healthy: false,
 				Status: map[string]kubeProxierHealth{"IPv4": {t0, true}, "IPv6": {t0, false}}}},
+		// kube-proxy's Health() judges only the families in lastUpdatedMap
+		// ("the proxier is healthy while it's starting up"): a queued update
+		// of a family that never synced makes nothing unhealthy.
+		{"an update queued past the timeout by a family never updated: starting up", eligible, func(s *NodeHealthServer, clk *fakeClock) {
+			clk.t = t0
+			s.Updated(IPv4)
+			clk.t = now.Add(-time.Hour)
+			s.QueuedUpdate(IPv6)
+		},
+			200, kubeProxyHealth{LastUpdated: now, CurrentTime: now, NodeEligible: ptrTo(true), Healthy: true,
+				Status: map[string]kubeProxierHealth{"IPv4": {t0, true}}},
+			200, kubeProxyHealth{LastUpdated: now, CurrentTime: now, Healthy: true,
+				Status: map[string]kubeProxierHealth{"IPv4": {t0, true}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -237,6 +250,9 @@ func TestNewNodeHealthServerErrors(t *testing.T) {
 		{HealthTimeout: time.Second, CheckTimeout: -1},
 		{HealthTimeout: time.Second, Checks: []DataPathCheck{{Name: "x"}}},
 		{HealthTimeout: time.Second, Checks: []DataPathCheck{{Check: func(context.Context) error { return nil }}}},
+		// A name strconv.Quote escapes as JSON cannot made failedChecks
+		// invalid JSON.
+		{HealthTimeout: time.Second, Checks: []DataPathCheck{{Name: "cni\x00", Check: func(context.Context) error { return nil }}}},
 	} {
 		_, err := NewNodeHealthServer(cfg)
 		assert.ErrorIs(t, err, ErrInvalidConfig, "NewNodeHealthServer(%+v)", cfg)
@@ -261,6 +277,12 @@ func TestNodeProbes(t *testing.T) {
 		assert.Equal(t, "/healthz", p.Path, name)
 	}
 	assert.Equal(t, Target{Name: "n1", URL: "http://[2001:db8::1]:10256/healthz"}, GCPNodeProbe().Target("n1", "[2001:db8::1]"))
+	// An IPv6 node address as the Node object lists it, without brackets,
+	// made "http://2001:db8::1:10256/healthz": a URL that parses, with host
+	// 2001:db8::1:10256, and that no probe can dial.
+	assert.Equal(t, Target{Name: "n1", URL: "http://[2001:db8::1]:10256/healthz"}, GCPNodeProbe().Target("n1", "2001:db8::1"))
+	assert.Equal(t, Target{Name: "n2", URL: "http://10.0.0.11:10256/healthz"}, GCPNodeProbe().Target("n2", "10.0.0.11"))
+	assert.Equal(t, Target{Name: "n3", URL: "http://node3.example:10256/healthz"}, GCPNodeProbe().Target("n3", "node3.example"))
 }
 
 func TestIPFamilyText(t *testing.T) {
@@ -273,4 +295,22 @@ func TestIPFamilyText(t *testing.T) {
 		assert.Equal(t, f.String(), string(b), "%v: MarshalText and String", f)
 	}
 	assert.ErrorIs(t, new(IPFamily).UnmarshalText([]byte("ipv4")), ErrUnknownValue, "UnmarshalText(ipv4)")
+}
+
+// TestNodeHealthServerZeroValue pins that the zero NodeHealthServer fails
+// closed instead of panicking: every request gets 503, and its methods work,
+// with a queued update late at once.
+func TestNodeHealthServerZeroValue(t *testing.T) {
+	var s NodeHealthServer
+	for _, path := range []string{"/healthz", "/livez", "/"} {
+		code, hdr, _ := get(t, &s, path)
+		assert.Equal(t, http.StatusServiceUnavailable, code, path)
+		assert.Equal(t, "nosniff", hdr.Get("X-Content-Type-Options"), path)
+	}
+	s.SetNode(NodeState{Known: true})
+	s.Updated(IPv4)
+	assert.True(t, s.ProxyHealthy(), "after an update")
+	s.QueuedUpdate(IPv4)
+	assert.False(t, s.ProxyHealthy(), "an update queued with no HealthTimeout")
+	assert.False(t, s.Status(context.Background()).Healthy())
 }

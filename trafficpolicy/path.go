@@ -65,12 +65,21 @@ const (
 	// LBPassthrough ("Passthrough"): an L4 load balancer that forwards the
 	// client's packets with their source address intact (GCP and Azure
 	// network load balancers, MetalLB, AWS NLB instance targets with client
-	// IP preservation).
+	// IP preservation and without proxy protocol). A dual-stack AWS NLB
+	// keeps only IPv4 clients' addresses: an IPv6 client reaches an IPv4
+	// target from the load balancer's address, and is lost. List the NLB's
+	// addresses in [Network].LoadBalancers so that such connections are
+	// flagged as masqueraded instead of taken for clients.
 	LBPassthrough
 	// LBProxyProtocol ("ProxyProtocol"): an L4 proxy that opens its own
 	// connection from its own address and sends a PROXY protocol header with
-	// the client's address first (AWS NLB or classic ELB with proxy protocol
-	// enabled, HAProxy send-proxy, DigitalOcean, Hetzner, Scaleway, …).
+	// the client's address first (classic ELB with proxy protocol, AWS NLB
+	// with proxy protocol and client IP preservation off, HAProxy
+	// send-proxy, DigitalOcean, Hetzner, Scaleway, …).
+	//
+	// An AWS NLB with instance targets keeps client IP preservation on by
+	// default: with proxy protocol it sends the header from the client's own
+	// address, which is [LBPassthroughProxyProtocol], not this kind.
 	LBProxyProtocol
 	// LBXForwardedFor ("XForwardedFor"): an L7 HTTP proxy that connects from
 	// its own address and appends the client to X-Forwarded-For.
@@ -79,9 +88,22 @@ const (
 	// and passes on nothing about the client (a TCP proxy without PROXY
 	// protocol, an HTTP proxy that does not write X-Forwarded-For).
 	LBFullProxy
+	// LBPassthroughProxyProtocol ("PassthroughProxyProtocol"): an L4 load
+	// balancer that forwards the client's packets with their source address
+	// intact and also puts a PROXY protocol header naming the client in
+	// front: an AWS NLB with proxy protocol v2 and client IP preservation,
+	// which is on by default for instance targets (those of
+	// cloud-provider-aws's NLBs). Under externalTrafficPolicy Local an IPv4
+	// client's header arrives from the client's own address, so the
+	// backend's PROXY listener must discard headers from peers it does not
+	// trust (proxyproto.UntrustedIgnore): closing them refuses every client,
+	// and trusting the senders would trust every client. An IPv6 client of a
+	// dual-stack NLB arrives from the load balancer's IPv4 address, its
+	// header naming it, so the recipe trusts the load balancers as well.
+	LBPassthroughProxyProtocol
 )
 
-var lbKindNames = []string{"Unknown", "Passthrough", "ProxyProtocol", "XForwardedFor", "FullProxy"}
+var lbKindNames = []string{"Unknown", "Passthrough", "ProxyProtocol", "XForwardedFor", "FullProxy", "PassthroughProxyProtocol"}
 
 // String returns the kind's name, such as "ProxyProtocol".
 func (k LBKind) String() string { return enumString(lbKindNames, k, "LBKind") }
@@ -98,6 +120,12 @@ func (k *LBKind) UnmarshalText(text []byte) error {
 	return err
 }
 
+// sendsProxyHeader reports whether the load balancer puts a PROXY header in
+// front of the connections it forwards.
+func (k LBKind) sendsProxyHeader() bool {
+	return k == LBProxyProtocol || k == LBPassthroughProxyProtocol
+}
+
 func (k LBKind) describe() string {
 	switch k {
 	case LBPassthrough:
@@ -108,6 +136,8 @@ func (k LBKind) describe() string {
 		return "L7 + X-Forwarded-For"
 	case LBFullProxy:
 		return "full proxy, no client info"
+	case LBPassthroughProxyProtocol:
+		return "L4 passthrough + PROXY protocol"
 	}
 	return "unknown kind"
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -14,7 +16,7 @@ import (
 // healthCheckNodePort: http://10.0.0.11:32123/healthz.
 type Target struct {
 	Name string // names the target in Changes; "" means URL
-	URL  string
+	URL  string // an absolute http or https URL
 }
 
 // ProberConfig configures a [Prober].
@@ -27,9 +29,12 @@ type ProberConfig struct {
 	// the presets such as [HAProxyTiming]. The zero Timing is invalid.
 	Timing Timing
 
-	// Client sends the probes. Nil means a client that does not follow
-	// redirects. A probe succeeds on a 2xx or 3xx status, as HAProxy's
-	// httpchk and the clouds' default success codes have it.
+	// Client sends the probes. Nil means a client that probes as a load
+	// balancer does: a new connection for every probe, dialled straight to
+	// the target (no proxy from HTTP_PROXY and the like), redirects not
+	// followed, response headers bounded to 64 KiB. A probe succeeds on a
+	// 2xx or 3xx status, as HAProxy's httpchk and the clouds' default
+	// success codes have it.
 	Client *http.Client
 
 	// StartUp makes every target a member from the start, as HAProxy does.
@@ -58,7 +63,9 @@ func (c Change) String() string {
 // Prober checks health endpoints the way a load balancer does and reports
 // membership changes. Its core is a deterministic state machine driven by
 // [Prober.ObserveAt], so tests inject results and time; [Prober.Run] feeds
-// it real HTTP probes on a ticker. A Prober is safe for concurrent use.
+// it real HTTP probes on a ticker. A Prober is safe for concurrent use. The
+// zero Prober has no targets: Run refuses to start and ObserveAt knows no
+// target; create one with [NewProber].
 type Prober struct {
 	timing  Timing
 	client  *http.Client
@@ -84,14 +91,14 @@ func NewProber(cfg ProberConfig) (*Prober, error) {
 	}
 	p := &Prober{timing: cfg.Timing, client: cfg.Client, state: make(map[string]*targetState, len(cfg.Targets))}
 	if p.client == nil {
-		p.client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		p.client = newProbeClient()
 	}
 	for _, t := range cfg.Targets {
 		if t.Name == "" {
 			t.Name = t.URL
 		}
-		if t.URL == "" {
-			return nil, fmt.Errorf("%w: target %q has no URL", ErrInvalidConfig, t.Name)
+		if u, err := url.Parse(t.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%w: target %q: URL %q is not an absolute http or https URL", ErrInvalidConfig, t.Name, t.URL)
 		}
 		if _, dup := p.state[t.Name]; dup {
 			return nil, fmt.Errorf("%w: target name %q used twice", ErrInvalidConfig, t.Name)
@@ -159,8 +166,12 @@ func (p *Prober) Members() []string {
 // until ctx is done, and calls emit (from Run's goroutine, in target order)
 // with each membership change; emit must not block for long. Each probe is
 // an HTTP GET bounded by Timeout, and its result is observed at the time the
-// round started. Run returns ctx's error.
+// round started. Run returns ctx's error, or at once an error wrapping
+// [ErrInvalidConfig] for a Prober not created by [NewProber].
 func (p *Prober) Run(ctx context.Context, emit func(Change)) error {
+	if p.client == nil {
+		return fmt.Errorf("%w: Prober not created by NewProber", ErrInvalidConfig)
+	}
 	tk := time.NewTicker(p.timing.Interval)
 	defer tk.Stop()
 	ticks := make(chan time.Time)
@@ -214,6 +225,22 @@ func (p *Prober) run(ctx context.Context, ticks <-chan time.Time, emit func(Chan
 		if roundDone != nil {
 			roundDone <- struct{}{}
 		}
+	}
+}
+
+// newProbeClient returns the default probe client. A kept-alive connection
+// would let a probe pass through a connection the node's health server
+// still serves after its listener closed, which no load balancer's fresh
+// connection would reach; a proxy from the environment would answer for
+// the node.
+func newProbeClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			DialContext:            (&net.Dialer{}).DialContext,
+			DisableKeepAlives:      true,
+			MaxResponseHeaderBytes: 64 << 10,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
 

@@ -2,7 +2,13 @@ package trafficpolicy
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,6 +149,13 @@ func TestNewProberErrors(t *testing.T) {
 		{Timing: HAProxyTiming()},
 		{Targets: []Target{{Name: "x"}}, Timing: HAProxyTiming()},
 		{Targets: []Target{{Name: "x", URL: "http://a"}, {Name: "x", URL: "http://b"}}, Timing: HAProxyTiming()},
+		// A target URL that cannot be probed was accepted, and every probe
+		// of it failed: the node never rose, a typo looking like an outage.
+		{Targets: []Target{{Name: "no colon", URL: "http//10.0.0.11:32123/healthz"}}, Timing: HAProxyTiming()},
+		{Targets: []Target{{Name: "no scheme", URL: "10.0.0.11:32123/healthz"}}, Timing: HAProxyTiming()},
+		{Targets: []Target{{Name: "no host", URL: "http:///healthz"}}, Timing: HAProxyTiming()},
+		{Targets: []Target{{Name: "not HTTP", URL: "tcp://10.0.0.11:32123"}}, Timing: HAProxyTiming()},
+		{Targets: []Target{{Name: "unparsable", URL: "http://[2001:db8::1/healthz"}}, Timing: HAProxyTiming()},
 	} {
 		_, err := NewProber(cfg)
 		assert.ErrorIs(t, err, ErrInvalidConfig, "NewProber(%+v)", cfg)
@@ -228,4 +241,79 @@ func TestProberRun(t *testing.T) {
 	case <-ctx.Done():
 		require.FailNow(t, "no change before the deadline")
 	}
+}
+
+// TestProberNewConnectionPerProbe pins that the default client probes as a
+// load balancer does, on a new connection every time: once the health
+// server's listener is closed, the node fails its next probe, although the
+// server still serves the connection an earlier probe opened (net/http keeps
+// serving open connections after Serve returns). A kept-alive connection
+// would keep the node in service.
+func TestProberNewConnectionPerProbe(t *testing.T) {
+	var r Registry
+	r.Set(ep("10.244.1.5:8883"), EndpointReady)
+	hs, err := NewHealthServer(HealthConfig{Namespace: "iot", Name: "mqtt-gw", Endpoints: &r})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var conns atomic.Int32
+	srv := &http.Server{Handler: hs, ReadHeaderTimeout: 5 * time.Second, ConnState: func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}}
+	defer srv.Close()
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve(ln) }()
+
+	url := "http://" + ln.Addr().String() + "/healthz"
+	p, err := NewProber(ProberConfig{Targets: []Target{{Name: "node1", URL: url}}, Timing: HAProxyTiming()})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.True(t, p.probe(ctx, url), "first probe")
+	require.True(t, p.probe(ctx, url), "second probe")
+	require.Equal(t, int32(2), conns.Load(), "connections for two probes")
+	ln.Close()
+	<-served
+	require.False(t, p.probe(ctx, url), "probe after the health listener closed")
+}
+
+// TestProberIgnoresProxyEnvironment pins that the default client dials the
+// node itself even when HTTP_PROXY is set, as in pods behind an egress
+// proxy: a load balancer's health check never goes through a proxy, and a
+// proxy that answers would keep a dead node in service. net/http reads the
+// proxy environment once per process, so the probe runs in a child process.
+func TestProberIgnoresProxyEnvironment(t *testing.T) {
+	const child = "TRAFFICPOLICY_TEST_PROXY_CHILD"
+	if target := os.Getenv(child); target != "" {
+		p, err := NewProber(ProberConfig{Targets: []Target{{URL: target}}, Timing: HAProxyTiming()})
+		require.NoError(t, err)
+		require.False(t, p.probe(context.Background(), target), "probe of a closed port answered through the proxy")
+		return
+	}
+	var proxied atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { proxied.Add(1) }))
+	defer proxy.Close()
+	// A closed port, named by the unspecified address so that net/http does
+	// not exempt it from the proxy as it does loopback addresses.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestProberIgnoresProxyEnvironment$", "-test.count=1")
+	cmd.Env = append(os.Environ(), child+"=http://0.0.0.0:"+strconv.Itoa(port)+"/healthz",
+		"HTTP_PROXY="+proxy.URL, "http_proxy="+proxy.URL, "NO_PROXY=", "no_proxy=")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "child: %s", out)
+	require.Zero(t, proxied.Load(), "requests that reached the proxy")
+}
+
+// TestProberZeroValue pins that the zero Prober refuses to run with a typed
+// error instead of panicking in time.NewTicker on its zero Interval.
+func TestProberZeroValue(t *testing.T) {
+	var p Prober
+	require.ErrorIs(t, p.Run(context.Background(), nil), ErrInvalidConfig)
+	_, _, err := p.ObserveAt("n", true, t0)
+	require.ErrorIs(t, err, ErrUnknownTarget)
+	require.Empty(t, p.Members())
 }

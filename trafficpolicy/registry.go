@@ -68,8 +68,13 @@ func canonicalEndpoint(ep netip.AddrPort) netip.AddrPort {
 }
 
 // Set records endpoint ep (an address and port; IPv4-mapped addresses are
-// unmapped) in state s, adding it if it is new.
+// unmapped) in state s, adding it if it is new. An ep whose address is
+// invalid, such as the zero AddrPort a failed parse returns, is no endpoint:
+// Set ignores it, so that it never counts as a ready one.
 func (r *Registry) Set(ep netip.AddrPort, s EndpointState) {
+	if !ep.Addr().IsValid() {
+		return
+	}
 	ep = canonicalEndpoint(ep)
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -54,6 +54,11 @@ func TestRegistryLocalReady(t *testing.T) {
 			r.Set(ep("[::ffff:10.244.1.5]:1883"), EndpointReady)
 		}, 1},
 		{"IPv6", func(r *Registry) { r.Set(ep("[fd00::5]:8883"), EndpointReady) }, 1},
+		// An invalid address (the zero AddrPort that netip.ParseAddrPort
+		// returns with its error) names no pod: counted, it made the node
+		// answer 200 with no endpoint behind it.
+		{"an invalid address is no endpoint", func(r *Registry) { r.Set(netip.AddrPort{}, EndpointReady) }, 0},
+		{"the unspecified address is one (a gateway's own listener)", func(r *Registry) { r.Set(ep("[::]:1883"), EndpointReady) }, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

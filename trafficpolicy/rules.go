@@ -108,7 +108,7 @@ func clusterEndpoints(d TrafficDistribution) Endpoints {
 func external(c Case, viaLB bool) Expectation {
 	e := Expectation{Case: c, Outcome: Delivered}
 	if viaLB {
-		e.ProxyHeader = c.LB == LBProxyProtocol
+		e.ProxyHeader = c.LB.sendsProxyHeader()
 	}
 	if c.External == ExternalCluster {
 		e.Rule = ruleExtCluster
@@ -119,7 +119,7 @@ func external(c Case, viaLB bool) Expectation {
 		}
 		e.Health = HealthNodeProxy
 		switch c.LB {
-		case LBProxyProtocol:
+		case LBProxyProtocol, LBPassthroughProxyProtocol:
 			e.Client = clientip.SourceProxyProtocol
 			e.Trust = TrustNodes
 			e.Caveats |= CaveatNodePortsOpen
@@ -167,6 +167,16 @@ func external(c Case, viaLB bool) Expectation {
 		e.Header = "X-Forwarded-For"
 	case LBFullProxy:
 		e.Peer = PeerLoadBalancer
+	case LBPassthroughProxyProtocol:
+		// An IPv4 client is the socket peer, and its header, from an
+		// address no recipe can trust, is discarded. An IPv6 client of a
+		// dual-stack NLB arrives from the load balancer's IPv4 address
+		// with the header naming it, which only trusting the load
+		// balancers recovers.
+		e.Peer = PeerClient
+		e.Client = clientip.SourceSocket
+		e.Trust = TrustLoadBalancers
+		e.Caveats |= CaveatProxyHeaderFromClient
 	default:
 		e.Peer = PeerUnknown
 		e.Caveats |= CaveatUnknownLB
@@ -202,7 +212,7 @@ func clusterIP(c Case) Expectation {
 // kube-proxy captures on the pod's own node.
 func podToVIP(c Case) Expectation {
 	e := Expectation{Case: c, Outcome: Delivered, Health: HealthReadiness, Endpoints: clusterEndpoints(c.Distribution)}
-	if c.LB == LBProxyProtocol {
+	if c.LB.sendsProxyHeader() {
 		if c.External == ExternalCluster {
 			e.Caveats |= CaveatNoProxyHeaderFromNode
 		} else {

@@ -13,8 +13,8 @@ import (
 )
 
 // Parse reads a Service from a YAML or JSON manifest: a single
-// document, a multi-document YAML stream ("---" separated) or a List, of
-// which exactly one item must be a Service (others, such as the Deployment
+// document, a multi-document YAML stream ("---" separated) or a List (Lists
+// nested at most 8 deep), of which exactly one item must be a Service (others, such as the Deployment
 // next to it, are skipped). YAML is converted to JSON by sigs.k8s.io/yaml
 // and decoded with encoding/json, as the API server does, so YAML's type
 // rules are JSON's (a quoted "80" is not a port) and duplicate keys are an
@@ -33,6 +33,7 @@ import (
 // The load balancer's kind is inferred from these annotations:
 //
 //	service.beta.kubernetes.io/aws-load-balancer-proxy-protocol: "*"           ProxyProtocol
+//	  with service.beta.kubernetes.io/aws-load-balancer-type: nlb             PassthroughProxyProtocol
 //	service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol: "true"   ProxyProtocol
 //	load-balancer.hetzner.cloud/uses-proxyprotocol: "true"                    ProxyProtocol
 //	service.beta.kubernetes.io/linode-loadbalancer-default-proxy-protocol,
@@ -43,8 +44,14 @@ import (
 //	service.beta.kubernetes.io/aws-load-balancer-type: nlb                    Passthrough
 //	metallb.universe.tf/… or metallb.io/…                                     Passthrough
 //
-// A PROXY-protocol annotation wins over the others. Anything else leaves
-// [trafficpolicy.LBUnknown]; set Service.LB yourself.
+// A PROXY-protocol annotation wins over the others. cloud-provider-aws's NLB
+// registers instance targets, whose client IP preservation is on by default,
+// so with proxy protocol it is [trafficpolicy.LBPassthroughProxyProtocol].
+// The AWS Load Balancer Controller's NLB (type "external") depends on its
+// target type and target group attributes, which Parse does not read: it
+// infers ProxyProtocol, right for IP targets; for instance targets set
+// Service.LB yourself. Anything else leaves [trafficpolicy.LBUnknown]; set
+// Service.LB yourself.
 func Parse(data []byte) (trafficpolicy.Service, error) {
 	var found []json.RawMessage
 	for i, doc := range splitDocuments(data) {
@@ -52,7 +59,7 @@ func Parse(data []byte) (trafficpolicy.Service, error) {
 		if err != nil {
 			return trafficpolicy.Service{}, fmt.Errorf("%w: document %d: %v", ErrMalformedManifest, i+1, err)
 		}
-		svcs, err := servicesIn(j)
+		svcs, err := servicesIn(j, 0)
 		if err != nil {
 			return trafficpolicy.Service{}, fmt.Errorf("%w: document %d: %v", ErrMalformedManifest, i+1, err)
 		}
@@ -73,8 +80,16 @@ func Parse(data []byte) (trafficpolicy.Service, error) {
 	return m.service()
 }
 
-// splitDocuments splits a YAML stream at "---" lines (which may carry a
-// trailing comment) and drops documents that hold only blanks and comments.
+// splitDocuments splits a YAML stream into its documents at every line that
+// starts with a document marker, "---" or "...", followed by a blank or the
+// line's end (YAML 1.2, section 9.1.2: a marker at the start of a line always
+// ends the document before it). What follows the marker on its line begins
+// the next document: "--- # comment", but also "--- !!map",
+// "--- {kind: Service}" or "--- |". Documents that hold only blanks and
+// comments are dropped; directives stay with the document after them. Every
+// piece holds one document, which matters because
+// YAMLToJSONStrict reads the first document of its input and silently drops
+// the rest.
 func splitDocuments(data []byte) [][]byte {
 	var docs [][]byte
 	start := 0
@@ -90,16 +105,35 @@ func splitDocuments(data []byte) [][]byte {
 			next = i + end + 1
 		}
 		line := bytes.TrimRight(data[i:next], "\r\n")
-		if rest, ok := bytes.CutPrefix(line, []byte("---")); ok {
-			if r := bytes.TrimSpace(rest); len(r) == 0 || r[0] == '#' {
-				keep(i)
-				start = next
-			}
+		// Directives ("%YAML 1.1") belong to the document whose "---"
+		// follows them, so a piece of directives is not cut off.
+		if isDocumentMarker(line) && !(line[0] == '-' && isPrologue(data[start:i])) {
+			keep(i)
+			start = i + 3
 		}
 		i = next
 	}
 	keep(len(data))
 	return docs
+}
+
+// isDocumentMarker reports whether line starts with a document marker.
+func isDocumentMarker(line []byte) bool {
+	if len(line) < 3 || (!bytes.HasPrefix(line, []byte("---")) && !bytes.HasPrefix(line, []byte("..."))) {
+		return false
+	}
+	return len(line) == 3 || line[3] == ' ' || line[3] == '\t'
+}
+
+// isPrologue reports whether doc holds only directives, comments and blank
+// lines.
+func isPrologue(doc []byte) bool {
+	for line := range bytes.Lines(doc) {
+		if l := bytes.TrimSpace(line); len(l) > 0 && l[0] != '#' && l[0] != '%' {
+			return false
+		}
+	}
+	return true
 }
 
 func hasContent(doc []byte) bool {
@@ -111,9 +145,15 @@ func hasContent(doc []byte) bool {
 	return false
 }
 
+// maxListDepth bounds how deep Lists may nest. Every level decodes its
+// items anew, so the work and memory grow with the depth times the size:
+// 5000 nested Lists in 127 KB took 2 s and 1 GB. kubectl writes flat Lists.
+const maxListDepth = 8
+
 // servicesIn returns the Service objects in one JSON document: the document
-// itself, or the items of a List.
-func servicesIn(j []byte) ([]json.RawMessage, error) {
+// itself, or the items of a List (nested at most maxListDepth deep; depth is
+// the document's).
+func servicesIn(j []byte, depth int) ([]json.RawMessage, error) {
 	if t := bytes.TrimSpace(j); len(t) == 0 || t[0] != '{' {
 		return nil, nil // a scalar or sequence document holds no object
 	}
@@ -132,9 +172,12 @@ func servicesIn(j []byte) ([]json.RawMessage, error) {
 		}
 		return []json.RawMessage{j}, nil
 	case strings.HasSuffix(head.Kind, "List"):
+		if depth == maxListDepth {
+			return nil, fmt.Errorf("Lists nested more than %d deep", maxListDepth)
+		}
 		var out []json.RawMessage
 		for _, it := range head.Items {
-			s, err := servicesIn(it)
+			s, err := servicesIn(it, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -289,7 +332,10 @@ func (m *manifest) service() (trafficpolicy.Service, error) {
 	return s, nil
 }
 
-const annSourceRanges = "service.beta.kubernetes.io/load-balancer-source-ranges"
+const (
+	annSourceRanges     = "service.beta.kubernetes.io/load-balancer-source-ranges"
+	annAWSProxyProtocol = "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol"
+)
 
 // proxyProtocolAnnotations maps a cloud's PROXY-protocol annotation to a
 // check of its value.
@@ -297,7 +343,7 @@ var proxyProtocolAnnotations = []struct {
 	key string
 	on  func(string) bool
 }{
-	{"service.beta.kubernetes.io/aws-load-balancer-proxy-protocol", func(v string) bool { return v == "*" }},
+	{annAWSProxyProtocol, func(v string) bool { return v == "*" }},
 	{"service.beta.kubernetes.io/do-loadbalancer-enable-proxy-protocol", isTrue},
 	{"load-balancer.hetzner.cloud/uses-proxyprotocol", isTrue},
 	{"service.beta.kubernetes.io/linode-loadbalancer-default-proxy-protocol", isVersion},
@@ -313,12 +359,15 @@ func isVersion(v string) bool { return v == "v1" || v == "v2" }
 func isSet(v string) bool     { return v != "" && !strings.EqualFold(v, "false") }
 
 func inferLB(ann map[string]string) (trafficpolicy.LBKind, string) {
+	const awsType = "service.beta.kubernetes.io/aws-load-balancer-type"
 	for _, a := range proxyProtocolAnnotations {
 		if v, ok := ann[a.key]; ok && a.on(v) {
+			if a.key == annAWSProxyProtocol && strings.EqualFold(ann[awsType], "nlb") {
+				return trafficpolicy.LBPassthroughProxyProtocol, a.key
+			}
 			return trafficpolicy.LBProxyProtocol, a.key
 		}
 	}
-	const awsType = "service.beta.kubernetes.io/aws-load-balancer-type"
 	if strings.EqualFold(ann[awsType], "nlb") {
 		return trafficpolicy.LBPassthrough, awsType
 	}

@@ -3,6 +3,7 @@ package manifest
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sourceip/sourceip/trafficpolicy"
@@ -59,8 +60,8 @@ func TestParse(t *testing.T) {
 	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8::/32")}, s.LoadBalancerSourceRanges, "source ranges (host bits masked)")
 	assert.Equal(t, []trafficpolicy.Port{{Name: "mqtts", Protocol: "TCP", Port: 8883, NodePort: 31883}}, s.Ports)
 	assert.Equal(t, []trafficpolicy.Ingress{{IP: netip.MustParseAddr("192.0.2.10"), IPMode: trafficpolicy.IPModeProxy}, {Hostname: "mqtt-gw-123.elb.example.com"}}, s.Ingress)
-	assert.Equal(t, trafficpolicy.LBProxyProtocol, s.LB, "the PROXY annotation must win over the NLB type")
-	assert.Equal(t, "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol", s.LBHint, "the PROXY annotation must win over the NLB type")
+	assert.Equal(t, trafficpolicy.LBPassthroughProxyProtocol, s.LB, "an NLB (instance targets, client IP preserved) with proxy protocol")
+	assert.Equal(t, "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol", s.LBHint, "the PROXY annotation names the kind")
 	assert.True(t, s.NeedsHealthCheck(), "NeedsHealthCheck for LoadBalancer + Local")
 	assert.Equal(t, []trafficpolicy.IPMode{trafficpolicy.IPModeProxy}, s.IPModes(), "a hostname-only ingress is not captured either")
 }
@@ -83,6 +84,17 @@ func TestParseDefaults(t *testing.T) {
 		{"externalTrafficPolicy on a ClusterIP Service with external IPs",
 			"apiVersion: v1\nkind: Service\nmetadata: {name: d}\nspec: {externalIPs: [192.0.2.1], externalTrafficPolicy: Local}\n",
 			trafficpolicy.Service{Name: "d", ExternalIPs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}, ExternalTrafficPolicy: trafficpolicy.ExternalLocal}},
+		// A directive was cut off as a document of its own, which YAML
+		// refuses ("did not find expected <document start>").
+		{"a %YAML directive before the document",
+			"%YAML 1.1\n# a comment\n---\napiVersion: v1\nkind: Service\nmetadata: {name: j}\n",
+			trafficpolicy.Service{Name: "j"}},
+		{"a %YAML directive before a later document",
+			"apiVersion: apps/v1\nkind: Deployment\n...\n%YAML 1.1\n--- # the Service\napiVersion: v1\nkind: Service\nmetadata: {name: k}\n",
+			trafficpolicy.Service{Name: "k"}},
+		{"Lists nested 8 deep",
+			strings.Repeat(`{"kind":"List","items":[`, 8) + `{"apiVersion":"v1","kind":"Service","metadata":{"name":"n"}}` + strings.Repeat(`]}`, 8),
+			trafficpolicy.Service{Name: "n"}},
 		{"a List from kubectl get -o yaml",
 			"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n- apiVersion: v1\n  kind: Service\n  metadata: {name: e}\n  spec: {type: NodePort}\n",
 			trafficpolicy.Service{Name: "e", Type: trafficpolicy.TypeNodePort}},
@@ -90,6 +102,9 @@ func TestParseDefaults(t *testing.T) {
 			"apiVersion: v1\nkind: Service\nmetadata:\n  name: f\n  annotations:\n    service.beta.kubernetes.io/load-balancer-source-ranges: \"10.0.0.0/8, 192.168.0.0/16\"\n    metallb.io/address-pool: public\nspec: {type: LoadBalancer}\n",
 			trafficpolicy.Service{Name: "f", Type: trafficpolicy.TypeLoadBalancer, LB: trafficpolicy.LBPassthrough, LBHint: "metallb.io/address-pool",
 				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.0.0/16")}}},
+		{"a Service in flow style on the \"---\" line, after a Deployment",
+			"apiVersion: apps/v1\nkind: Deployment\n--- {apiVersion: v1, kind: Service, metadata: {name: h}, spec: {type: NodePort}}\n",
+			trafficpolicy.Service{Name: "h", Type: trafficpolicy.TypeNodePort}},
 		{"CRLF line endings and a leading separator",
 			"---\r\napiVersion: v1\r\nkind: Service\r\nmetadata: {name: g}\r\n---\r\n",
 			trafficpolicy.Service{Name: "g"}},
@@ -150,12 +165,53 @@ func TestParseErrors(t *testing.T) {
 		{"no Service", "apiVersion: v1\nkind: ConfigMap\n---\n# only a comment\n", ErrNoService, ""},
 		{"empty input", "", ErrNoService, ""},
 		{"two Services", svc("  type: NodePort\n") + "---\n" + svc("  type: NodePort\n"), ErrManyServices, "found 2"},
+		// Every List level decoded its whole subtree again: 4900 nested
+		// Lists, 127 KB, took 2 s and allocated 1 GB.
+		{"Lists nested deeper than 8", strings.Repeat(`{"kind":"List","items":[`, 4900) + `{"apiVersion":"v1","kind":"Service"}` + strings.Repeat(`]}`, 4900),
+			ErrMalformedManifest, "Lists nested more than 8 deep"},
+		// A document marker followed by content on its line ends the document
+		// before it as a bare "---" does; so does the end marker "...". The
+		// YAML converter reads only the first document of what it is given,
+		// so the second Service was silently dropped and the answer was about
+		// the first alone.
+		{"two Services, the second after \"--- !!map\"", svc("  type: NodePort\n") + "--- !!map\n" + svc("  type: NodePort\n"), ErrManyServices, "found 2"},
+		{"two Services, the second after \"--- &anchor\"", svc("  type: NodePort\n") + "--- &svc\n" + svc("  type: NodePort\n"), ErrManyServices, "found 2"},
+		{"two Services, the second a flow mapping on the \"---\" line", svc("  type: NodePort\n") + "--- {apiVersion: v1, kind: Service, metadata: {name: y}}\n", ErrManyServices, "found 2"},
+		{"two Services, the second after the end marker \"...\"", svc("  type: NodePort\n") + "...\n" + svc("  type: NodePort\n"), ErrManyServices, "found 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse([]byte(tt.manifest))
 			require.ErrorIs(t, err, tt.wantErr)
 			require.ErrorContains(t, err, tt.mention)
+		})
+	}
+}
+
+// TestInferLBAWS pins the AWS combinations: cloud-provider-aws's NLB
+// registers instance targets, which keep the client's address (client IP
+// preservation is on by default for them), so with proxy protocol it sends
+// the header from the client; it was inferred as a proxy from its own
+// address, whose recipe refuses such headers.
+func TestInferLBAWS(t *testing.T) {
+	const pp, typ = "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol", "service.beta.kubernetes.io/aws-load-balancer-type"
+	tests := []struct {
+		name string
+		ann  map[string]string
+		want trafficpolicy.LBKind
+	}{
+		{"NLB with proxy protocol: passthrough with a header", map[string]string{typ: "nlb", pp: "*"}, trafficpolicy.LBPassthroughProxyProtocol},
+		{"NLB without: passthrough", map[string]string{typ: "nlb"}, trafficpolicy.LBPassthrough},
+		{"classic ELB with proxy protocol: a proxy", map[string]string{pp: "*"}, trafficpolicy.LBProxyProtocol},
+		{"LB Controller NLB: target type unread, a proxy", map[string]string{typ: "external", pp: "*"}, trafficpolicy.LBProxyProtocol},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, hint := inferLB(tt.ann)
+			require.Equal(t, tt.want, got)
+			if tt.ann[pp] != "" {
+				require.Equal(t, pp, hint)
+			}
 		})
 	}
 }
