@@ -47,11 +47,16 @@ import (
 // A PROXY-protocol annotation wins over the others. cloud-provider-aws's NLB
 // registers instance targets, whose client IP preservation is on by default,
 // so with proxy protocol it is [trafficpolicy.LBPassthroughProxyProtocol].
-// The AWS Load Balancer Controller's NLB (type "external") depends on its
-// target type and target group attributes, which Parse does not read: it
-// infers ProxyProtocol, right for IP targets; for instance targets set
-// Service.LB yourself. Anything else leaves [trafficpolicy.LBUnknown]; set
-// Service.LB yourself.
+// The AWS Load Balancer Controller's NLB (type "external", or the older
+// "nlb-ip") keeps the client's address when its target group preserves
+// client IPs: by default for instance targets (the controller's default
+// target type) and not for IP targets, unless
+// service.beta.kubernetes.io/aws-load-balancer-target-group-attributes sets
+// preserve_client_ip.enabled. Preserving, it is Passthrough, or
+// PassthroughProxyProtocol with proxy protocol; not preserving, it connects
+// from its own address: ProxyProtocol with proxy protocol, FullProxy
+// without. Anything else leaves [trafficpolicy.LBUnknown]; set Service.LB
+// yourself.
 func Parse(data []byte) (trafficpolicy.Service, error) {
 	var found []json.RawMessage
 	for i, doc := range splitDocuments(data) {
@@ -360,9 +365,10 @@ func isSet(v string) bool     { return v != "" && !strings.EqualFold(v, "false")
 
 func inferLB(ann map[string]string) (trafficpolicy.LBKind, string) {
 	const awsType = "service.beta.kubernetes.io/aws-load-balancer-type"
+	preserves, controller, why := awsControllerPreserves(ann)
 	for _, a := range proxyProtocolAnnotations {
 		if v, ok := ann[a.key]; ok && a.on(v) {
-			if a.key == annAWSProxyProtocol && strings.EqualFold(ann[awsType], "nlb") {
+			if a.key == annAWSProxyProtocol && (strings.EqualFold(ann[awsType], "nlb") || controller && preserves) {
 				return trafficpolicy.LBPassthroughProxyProtocol, a.key
 			}
 			return trafficpolicy.LBProxyProtocol, a.key
@@ -370,6 +376,12 @@ func inferLB(ann map[string]string) (trafficpolicy.LBKind, string) {
 	}
 	if strings.EqualFold(ann[awsType], "nlb") {
 		return trafficpolicy.LBPassthrough, awsType
+	}
+	if controller {
+		if preserves {
+			return trafficpolicy.LBPassthrough, why
+		}
+		return trafficpolicy.LBFullProxy, why
 	}
 	keys := make([]string, 0, len(ann))
 	for k := range ann {
@@ -382,6 +394,39 @@ func inferLB(ann map[string]string) (trafficpolicy.LBKind, string) {
 		}
 	}
 	return trafficpolicy.LBUnknown, ""
+}
+
+// awsControllerPreserves reports whether ann is an AWS Load Balancer
+// Controller NLB (controller) and whether its target group keeps the
+// client's address (preserves), with the annotation that decided it: the
+// target group attributes' preserve_client_ip.enabled when set, else the
+// target type's default (AWS: on for instance targets, off for IP targets
+// over TCP and TLS).
+func awsControllerPreserves(ann map[string]string) (preserves, controller bool, why string) {
+	const (
+		awsType    = "service.beta.kubernetes.io/aws-load-balancer-type"
+		targetType = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"
+		attributes = "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
+	)
+	kind := strings.ToLower(ann[awsType])
+	if kind != "external" && kind != "nlb-ip" {
+		return false, false, ""
+	}
+	target := strings.ToLower(ann[targetType])
+	if kind == "nlb-ip" {
+		target = "ip"
+	}
+	preserves, why = target != "ip", awsType
+	if _, ok := ann[targetType]; ok && kind == "external" {
+		why = targetType
+	}
+	for attr := range strings.SplitSeq(ann[attributes], ",") {
+		k, v, _ := strings.Cut(attr, "=")
+		if strings.TrimSpace(k) == "preserve_client_ip.enabled" {
+			preserves, why = strings.EqualFold(strings.TrimSpace(v), "true"), attributes
+		}
+	}
+	return preserves, true, why
 }
 
 // exposesNodePorts reports whether the type opens node ports (and maybe a

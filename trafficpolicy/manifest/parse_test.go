@@ -195,6 +195,7 @@ func TestParseErrors(t *testing.T) {
 // address, whose recipe refuses such headers.
 func TestInferLBAWS(t *testing.T) {
 	const pp, typ = "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol", "service.beta.kubernetes.io/aws-load-balancer-type"
+	const tt, tga = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type", "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
 	tests := []struct {
 		name string
 		ann  map[string]string
@@ -203,7 +204,18 @@ func TestInferLBAWS(t *testing.T) {
 		{"NLB with proxy protocol: passthrough with a header", map[string]string{typ: "nlb", pp: "*"}, trafficpolicy.LBPassthroughProxyProtocol},
 		{"NLB without: passthrough", map[string]string{typ: "nlb"}, trafficpolicy.LBPassthrough},
 		{"classic ELB with proxy protocol: a proxy", map[string]string{pp: "*"}, trafficpolicy.LBProxyProtocol},
-		{"LB Controller NLB: target type unread, a proxy", map[string]string{typ: "external", pp: "*"}, trafficpolicy.LBProxyProtocol},
+		// The AWS Load Balancer Controller: client IP preservation is on by
+		// default for instance targets (its default target type), off for
+		// IP targets over TCP, and set by the target group attribute
+		// preserve_client_ip.enabled (AWS, "Edit target group attributes
+		// for your Network Load Balancer").
+		{"LB Controller NLB, instance targets by default, with proxy protocol: passthrough with a header", map[string]string{typ: "external", pp: "*"}, trafficpolicy.LBPassthroughProxyProtocol},
+		{"LB Controller NLB, instance targets, preservation off: a proxy", map[string]string{typ: "external", pp: "*", tt: "instance", tga: "stickiness.enabled=false, preserve_client_ip.enabled=false"}, trafficpolicy.LBProxyProtocol},
+		{"LB Controller NLB, IP targets: a proxy", map[string]string{typ: "external", pp: "*", tt: "ip"}, trafficpolicy.LBProxyProtocol},
+		{"LB Controller NLB, IP targets, preservation on: passthrough with a header", map[string]string{typ: "external", pp: "*", tt: "ip", tga: "preserve_client_ip.enabled=true"}, trafficpolicy.LBPassthroughProxyProtocol},
+		{"LB Controller nlb-ip: a proxy", map[string]string{typ: "nlb-ip", pp: "*"}, trafficpolicy.LBProxyProtocol},
+		{"LB Controller NLB, instance targets, no proxy protocol: passthrough", map[string]string{typ: "external", tt: "instance"}, trafficpolicy.LBPassthrough},
+		{"LB Controller NLB, IP targets, no proxy protocol: the client is lost", map[string]string{typ: "external", tt: "ip"}, trafficpolicy.LBFullProxy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
