@@ -45,16 +45,11 @@ func TestLab(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	prefix := netns.Prefix(os.Getpid(), "")
 	t.Cleanup(func() {
 		// Run removes everything; this only guards against a panic in it.
-		left, _ := netns.Owned(context.Background())
-		var mine []string
-		for name := range left {
-			if strings.HasPrefix(name, strings.TrimSuffix(prefix, "-")) {
-				mine = append(mine, name)
-			}
-		}
+		// Only this process's namespaces: another run may be going at once.
+		mine, err := netns.OwnedBy(context.Background(), os.Getpid())
+		assert.NoError(t, err)
 		if !assert.Empty(t, mine, "namespaces left behind") {
 			netns.Delete(context.Background(), mine)
 		}
