@@ -72,6 +72,11 @@ func Run(ctx context.Context, opt Options) (rep *report.Report, err error) {
 	}
 	rep.Env = environment()
 	defer func() {
+		// A cancelled run fails wherever the cancellation reached it
+		// first (a dial, HAProxy killed by the same signal): say why.
+		if err != nil && ctx.Err() != nil {
+			err = fmt.Errorf("stopped early (%w): %w", context.Cause(ctx), err)
+		}
 		rep.Duration = time.Since(rep.Started)
 		rep.Err = err
 	}()
