@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,4 +93,18 @@ func TestLab(t *testing.T) {
 	for _, m := range rep.Modes {
 		t.Logf("%s: %d rows, skew, %d windows, %d drains and %d health comparisons passed in %.1f s", m.Name, len(m.Rows), len(m.Windows), len(m.Drains), len(m.Compare), m.Duration.Seconds())
 	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.EPIPE }
+
+// "-o -" into a closed pipe or a full disk is an error, not a report lost
+// with exit status 0 (SIGPIPE is ignored, so the write fails with EPIPE).
+func TestWriteToStdoutFails(t *testing.T) {
+	rep := &report.Report{Modes: []*report.Mode{{Name: "iptables"}}}
+	assert.ErrorIs(t, write(rep, "-", failingWriter{}), syscall.EPIPE)
+	var md strings.Builder
+	require.NoError(t, write(rep, "-", &md))
+	assert.Contains(t, md.String(), "# policylab report")
 }
