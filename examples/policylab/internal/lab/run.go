@@ -55,12 +55,38 @@ func Run(ctx context.Context, opt Options) (rep *report.Report, err error) {
 	// An interrupted lab must still remove what it built, whoever called
 	// Run (the command or a test binary, which would otherwise die on
 	// SIGINT): the first SIGINT, SIGTERM or SIGHUP cancels the run, and a
-	// second one kills at once (the next run then removes what is left).
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer stop()
+	// second one ends the process at once, as its default action would, but
+	// only after deleting this process's namespaces. A second signal is
+	// common: timeout(1) signals the command and then its process group,
+	// and people press Ctrl-C twice.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	defer func() {
+		signal.Stop(sigs)
+		close(done)
+	}()
 	go func() {
-		<-ctx.Done()
-		stop()
+		var s os.Signal
+		select {
+		case s = <-sigs:
+		case <-done:
+			return
+		}
+		cancel(fmt.Errorf("%v signal received", s))
+		select {
+		case s = <-sigs:
+		case <-done:
+			return
+		}
+		removeOwnNamespaces()
+		signal.Stop(sigs)
+		signal.Reset(s)
+		if sig, ok := s.(syscall.Signal); ok {
+			syscall.Kill(os.Getpid(), sig)
+		}
 	}()
 	if opt.Timing.Timeout == 0 {
 		opt.Timing.Timeout = opt.Timing.Interval
@@ -88,6 +114,17 @@ func Run(ctx context.Context, opt Options) (rep *report.Report, err error) {
 		}
 	}
 	return rep, nil
+}
+
+// removeOwnNamespaces deletes every namespace this process created, within
+// five seconds, for a process about to die of a signal: its children (the
+// agents, HAProxy) die with it.
+func removeOwnNamespaces() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if names, err := netns.OwnedBy(ctx, os.Getpid()); err == nil {
+		netns.Delete(ctx, names)
+	}
 }
 
 // runMode is one lab, with kube-proxy in mode.
