@@ -34,7 +34,8 @@ func TestMain(m *testing.M) {
 // trafficpolicy's health servers must answer as kube-proxy's do. It runs as
 // root with ip, iptables, nft and haproxy installed, skips with a reason
 // otherwise, and fails instead of skipping under SOURCEIP_E2E=require. IPv6
-// rows run when ip6tables NAT works; the report says why when they do not.
+// rows run when ip6tables NAT works; the report says why when they do not,
+// and under SOURCEIP_E2E=require the test fails then.
 func TestLab(t *testing.T) {
 	opt := lab.DefaultOptions()
 	if err := lab.Prerequisites(opt.Modes); err != nil {
@@ -70,8 +71,15 @@ func TestLab(t *testing.T) {
 		t.Logf("report:\n%s", md)
 		return
 	}
+	// The IPv6 rows are the lab's as much as the IPv4 ones: left out (no
+	// ip6tables-restore, a kernel without IPv6 NAT), they skip, and under
+	// SOURCEIP_E2E=require they fail like any other missing real part.
 	if rep.IPv6 != "" {
-		t.Logf("IPv6 left out: %s", rep.IPv6)
+		if e2e.Required() {
+			assert.Fail(t, "IPv6 rows left out under SOURCEIP_E2E=require", rep.IPv6)
+		} else {
+			t.Logf("IPv6 left out: %s", rep.IPv6)
+		}
 	}
 	// The charts are well-formed SVG, and the report links each of them.
 	assert.NotEmpty(t, charts)
