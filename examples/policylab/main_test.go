@@ -41,7 +41,6 @@ func TestLab(t *testing.T) {
 	if err := lab.Prerequisites(opt.Modes); err != nil {
 		e2e.Unavailable(t, err.Error())
 	}
-	opt.Dir = t.TempDir()
 	if testing.Verbose() {
 		opt.Logf = t.Logf
 	}

@@ -43,10 +43,6 @@ type Options struct {
 	// Modes are the kube-proxy modes to run every scenario under.
 	Modes []kubeproxy.Mode
 
-	// Dir holds HAProxy's configuration; "" means a temporary directory that
-	// is removed at the end.
-	Dir string
-
 	// Logf, when set, reports progress.
 	Logf func(format string, args ...any)
 }
@@ -119,7 +115,6 @@ type Lab struct {
 	opt    Options
 	mode   kubeproxy.Mode
 	prefix string
-	dir    string
 	ipv6   bool
 	net    trafficpolicy.Network
 
@@ -609,9 +604,6 @@ func (l *Lab) cleanup() error {
 		}
 	}
 	err := netns.Delete(ctx, names)
-	if l.dir != "" && l.opt.Dir == "" {
-		os.RemoveAll(l.dir)
-	}
 	left, lerr := netns.Owned(ctx)
 	for name := range left {
 		if strings.HasPrefix(name, l.prefix) {

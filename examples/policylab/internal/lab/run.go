@@ -137,13 +137,6 @@ func runMode(ctx context.Context, opt Options, mode kubeproxy.Mode, m *report.Mo
 		}
 		m.Duration = time.Since(start)
 	}()
-	if opt.Dir == "" {
-		if l.dir, err = os.MkdirTemp("", "policylab-"); err != nil {
-			return err
-		}
-	} else {
-		l.dir = opt.Dir
-	}
 	if err := l.setup(ctx); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
