@@ -199,6 +199,16 @@ func (l *Lab) setup(ctx context.Context) error {
 	} else if len(stale) > 0 {
 		l.logf("removed %d stale namespaces of dead runs: %s", len(stale), strings.Join(stale, " "))
 	}
+	// A run killed outright whose pid this process now has left names the
+	// sweep spares (the pid is alive) and that this lab is about to create.
+	if mine, err := netns.OwnedBy(ctx, os.Getpid()); err != nil {
+		return err
+	} else if reclaim := slices.DeleteFunc(mine, func(n string) bool { return !strings.HasPrefix(n, l.prefix) }); len(reclaim) > 0 {
+		if err := netns.Delete(ctx, reclaim); err != nil {
+			return fmt.Errorf("removing namespaces a dead run with this pid left: %w", err)
+		}
+		l.logf("removed %d namespaces a dead run with this pid left: %s", len(reclaim), strings.Join(reclaim, " "))
+	}
 
 	l.sw = host{name: "sw", ns: l.newNS("sw")}
 	l.lb = host{name: "lb", ns: l.newNS("lb"), addr: topo.LBExternal}
