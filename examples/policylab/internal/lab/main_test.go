@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sourceip/sourceip/examples/policylab/internal/kubeproxy"
+	"github.com/sourceip/sourceip/internal/e2e"
 )
 
 // runEnv makes the test binary run one lab (iptables mode) and exit, for
@@ -27,4 +28,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Exit(m.Run())
+}
+
+// requireLab skips t (fails it under SOURCEIP_E2E=require) unless a lab in
+// iptables mode can run here.
+func requireLab(t *testing.T) {
+	t.Helper()
+	if err := Prerequisites([]kubeproxy.Mode{kubeproxy.ModeIPTables}); err != nil {
+		e2e.Unavailable(t, err.Error())
+	}
 }

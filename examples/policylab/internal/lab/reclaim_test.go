@@ -9,7 +9,6 @@ import (
 	"github.com/sourceip/sourceip/examples/policylab/internal/kubeproxy"
 	"github.com/sourceip/sourceip/examples/policylab/internal/netns"
 	"github.com/sourceip/sourceip/examples/policylab/internal/report"
-	"github.com/sourceip/sourceip/internal/e2e"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,9 +19,7 @@ import (
 // with "File exists". Pids are reused (pid_max is 32768 by default), so
 // setup deletes what carries its own prefix before it creates anything.
 func TestSetupReclaimsNamesOfADeadRunWithThisPid(t *testing.T) {
-	if err := Prerequisites([]kubeproxy.Mode{kubeproxy.ModeIPTables}); err != nil {
-		e2e.Unavailable(t, err.Error())
-	}
+	requireLab(t)
 	left := netns.Prefix(os.Getpid(), modeTag(kubeproxy.ModeIPTables)) + "sw"
 	out, err := exec.Command("ip", "netns", "add", left).CombinedOutput()
 	require.NoError(t, err, "%s", out)

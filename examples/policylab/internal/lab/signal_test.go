@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sourceip/sourceip/examples/policylab/internal/kubeproxy"
 	"github.com/sourceip/sourceip/examples/policylab/internal/netns"
 	"github.com/sourceip/sourceip/internal/e2e"
 	"github.com/stretchr/testify/assert"
@@ -22,9 +21,7 @@ import (
 // signal used to kill the lab at once and leave every namespace of the run
 // (eleven per mode) until another run swept them.
 func TestSecondSignalLeavesNoNamespace(t *testing.T) {
-	if err := Prerequisites([]kubeproxy.Mode{kubeproxy.ModeIPTables}); err != nil {
-		e2e.Unavailable(t, err.Error())
-	}
+	requireLab(t)
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	var out e2e.Output
