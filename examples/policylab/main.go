@@ -18,9 +18,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -104,7 +106,7 @@ flags:
 	signal.Ignore(syscall.SIGPIPE)
 	// Run catches SIGINT, SIGTERM and SIGHUP itself.
 	rep, err := lab.Run(context.Background(), opt)
-	if werr := write(rep, *out); werr != nil {
+	if werr := write(rep, *out, os.Stdout); werr != nil {
 		fmt.Fprintln(os.Stderr, "policylab:", werr)
 		os.Exit(1)
 	}
@@ -121,10 +123,14 @@ flags:
 }
 
 // write writes the report to path, its charts beside it, or the Markdown
-// alone to standard output for "-".
-func write(rep *report.Report, path string) error {
+// alone to stdout for "-".
+func write(rep *report.Report, path string, stdout io.Writer) error {
 	if path == "-" {
-		rep.Markdown(os.Stdout, nil)
+		var md bytes.Buffer
+		rep.Markdown(&md, nil)
+		if _, err := stdout.Write(md.Bytes()); err != nil {
+			return fmt.Errorf("writing the report: %w", err)
+		}
 		return nil
 	}
 	names, err := report.WriteFiles(rep, path)

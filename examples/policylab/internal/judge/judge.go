@@ -60,22 +60,12 @@ func layerWord(s clientip.Source) string {
 	return s.String()
 }
 
-// trusts reports whether a clientip recipe that trusts t trusts a socket
-// peer of kind p.
-func trusts(t trafficpolicy.Trust, p trafficpolicy.Peer) bool {
-	switch p {
-	case trafficpolicy.PeerNode:
-		return t&trafficpolicy.TrustNodes != 0
-	case trafficpolicy.PeerLoadBalancer:
-		return t&trafficpolicy.TrustLoadBalancers != 0
-	}
-	return false
-}
-
 // Expected is the model's answer in the report's words. deployed, when not
 // nil, is the expectation the backend was configured for instead (the
-// load-balancer path of the same Service): its PROXY listener refuses a
-// trusted peer that sends no header (proxyproto's HeaderlessRefuse).
+// load-balancer path of the same Service, whose PROXY listener requires the
+// header from the peers it trusts): the connections are refused where the
+// model says so, with CaveatNoProxyHeaderFromNode, and served as exp says
+// otherwise.
 func Expected(exp trafficpolicy.Expectation, deployed *trafficpolicy.Expectation) Layers {
 	switch exp.Outcome {
 	case trafficpolicy.Dropped:
@@ -92,7 +82,7 @@ func Expected(exp trafficpolicy.Expectation, deployed *trafficpolicy.Expectation
 	} else {
 		w.ClientIP = ClientFlag
 	}
-	if deployed != nil && deployed.ProxyHeader && !exp.ProxyHeader && trusts(deployed.Trust, exp.Peer) {
+	if deployed != nil && deployed.ProxyHeader && !exp.ProxyHeader && exp.Caveats&trafficpolicy.CaveatNoProxyHeaderFromNode != 0 {
 		w.Outcome, w.Proxy, w.Survives, w.ClientIP = OutRefusedPP, Dash, Dash, Dash
 	}
 	return w

@@ -65,6 +65,24 @@ func TestExpectedWords(t *testing.T) {
 	}
 }
 
+// The refusal of scenario 7's short-circuited pod under Cluster is the
+// model's prediction (CaveatNoProxyHeaderFromNode), not one the lab derives
+// for itself: a model without the caveat says the pod is served, so a
+// kernel that shows the refusal fails the row. (The lab predicted the
+// refusal from the recipes alone, and a model that lost the caveat still
+// passed, with a note in the report.)
+func TestRefusalIsTheModels(t *testing.T) {
+	deployed := trafficpolicy.Expect(lbCase(trafficpolicy.ExternalCluster, trafficpolicy.LBProxyProtocol))
+	uncaveated := trafficpolicy.Expect(podToVIP(trafficpolicy.ExternalCluster))
+	require.NotZero(t, uncaveated.Caveats&trafficpolicy.CaveatNoProxyHeaderFromNode, "the model's caveat")
+	uncaveated.Caveats &^= trafficpolicy.CaveatNoProxyHeaderFromNode
+	want := Expected(uncaveated, &deployed)
+	assert.Equal(t, Layers{OutDelivered, "node", "none", "lost", ClientFlag}, want)
+	refused := []backend.Attempt{{Fail: backend.FailClosed}}
+	rej := []proxyproto.Rejection{{Peer: n3Peer, Reason: proxyproto.ReasonNoHeader, Err: proxyproto.ErrNoHeader}}
+	assert.NotEmpty(t, Judge(refused, rej, client1.Addr(), want, topo.Network()).Problems, "the kernel's refusal against a model without the caveat")
+}
+
 func ptr[T any](v T) *T { return &v }
 
 func podToVIP(p trafficpolicy.ExternalTrafficPolicy) trafficpolicy.Case {

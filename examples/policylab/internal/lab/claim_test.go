@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -51,4 +52,19 @@ func TestOptionsValidate(t *testing.T) {
 			assert.Error(t, rep.Err, "Run(%+v): want an options error in the report", o)
 		}
 	}
+}
+
+// A run cut short says why, in its error and so in the report: an
+// interrupted run blamed whatever the cancellation reached first (a
+// committed report read "haproxy: exited before it was ready (signal:
+// terminated)" for a run stopped by SIGTERM).
+func TestInterruptedRunSaysSo(t *testing.T) {
+	stopped := errors.New("SIGTERM in a test")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(stopped)
+	rep, err := Run(ctx, DefaultOptions())
+	require.Error(t, err)
+	assert.ErrorIs(t, err, stopped)
+	assert.Contains(t, err.Error(), "stopped early (SIGTERM in a test)")
+	assert.ErrorIs(t, rep.Err, stopped)
 }

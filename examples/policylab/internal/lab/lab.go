@@ -43,10 +43,6 @@ type Options struct {
 	// Modes are the kube-proxy modes to run every scenario under.
 	Modes []kubeproxy.Mode
 
-	// Dir holds HAProxy's configuration; "" means a temporary directory that
-	// is removed at the end.
-	Dir string
-
 	// Logf, when set, reports progress.
 	Logf func(format string, args ...any)
 }
@@ -119,7 +115,6 @@ type Lab struct {
 	opt    Options
 	mode   kubeproxy.Mode
 	prefix string
-	dir    string
 	ipv6   bool
 	net    trafficpolicy.Network
 
@@ -203,6 +198,16 @@ func (l *Lab) setup(ctx context.Context) error {
 		return fmt.Errorf("removing stale namespaces: %w", err)
 	} else if len(stale) > 0 {
 		l.logf("removed %d stale namespaces of dead runs: %s", len(stale), strings.Join(stale, " "))
+	}
+	// A run killed outright whose pid this process now has left names the
+	// sweep spares (the pid is alive) and that this lab is about to create.
+	if mine, err := netns.OwnedBy(ctx, os.Getpid()); err != nil {
+		return err
+	} else if reclaim := slices.DeleteFunc(mine, func(n string) bool { return !strings.HasPrefix(n, l.prefix) }); len(reclaim) > 0 {
+		if err := netns.Delete(ctx, reclaim); err != nil {
+			return fmt.Errorf("removing namespaces a dead run with this pid left: %w", err)
+		}
+		l.logf("removed %d namespaces a dead run with this pid left: %s", len(reclaim), strings.Join(reclaim, " "))
 	}
 
 	l.sw = host{name: "sw", ns: l.newNS("sw")}
@@ -609,9 +614,6 @@ func (l *Lab) cleanup() error {
 		}
 	}
 	err := netns.Delete(ctx, names)
-	if l.dir != "" && l.opt.Dir == "" {
-		os.RemoveAll(l.dir)
-	}
 	left, lerr := netns.Owned(ctx)
 	for name := range left {
 		if strings.HasPrefix(name, l.prefix) {

@@ -55,12 +55,38 @@ func Run(ctx context.Context, opt Options) (rep *report.Report, err error) {
 	// An interrupted lab must still remove what it built, whoever called
 	// Run (the command or a test binary, which would otherwise die on
 	// SIGINT): the first SIGINT, SIGTERM or SIGHUP cancels the run, and a
-	// second one kills at once (the next run then removes what is left).
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer stop()
+	// second one ends the process at once, as its default action would, but
+	// only after deleting this process's namespaces. A second signal is
+	// common: timeout(1) signals the command and then its process group,
+	// and people press Ctrl-C twice.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	defer func() {
+		signal.Stop(sigs)
+		close(done)
+	}()
 	go func() {
-		<-ctx.Done()
-		stop()
+		var s os.Signal
+		select {
+		case s = <-sigs:
+		case <-done:
+			return
+		}
+		cancel(fmt.Errorf("%v signal received", s))
+		select {
+		case s = <-sigs:
+		case <-done:
+			return
+		}
+		removeOwnNamespaces()
+		signal.Stop(sigs)
+		signal.Reset(s)
+		if sig, ok := s.(syscall.Signal); ok {
+			syscall.Kill(os.Getpid(), sig)
+		}
 	}()
 	if opt.Timing.Timeout == 0 {
 		opt.Timing.Timeout = opt.Timing.Interval
@@ -72,6 +98,11 @@ func Run(ctx context.Context, opt Options) (rep *report.Report, err error) {
 	}
 	rep.Env = environment()
 	defer func() {
+		// A cancelled run fails wherever the cancellation reached it
+		// first (a dial, HAProxy killed by the same signal): say why.
+		if err != nil && ctx.Err() != nil {
+			err = fmt.Errorf("stopped early (%w): %w", context.Cause(ctx), err)
+		}
 		rep.Duration = time.Since(rep.Started)
 		rep.Err = err
 	}()
@@ -85,6 +116,17 @@ func Run(ctx context.Context, opt Options) (rep *report.Report, err error) {
 	return rep, nil
 }
 
+// removeOwnNamespaces deletes every namespace this process created, within
+// five seconds, for a process about to die of a signal: its children (the
+// agents, HAProxy) die with it.
+func removeOwnNamespaces() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if names, err := netns.OwnedBy(ctx, os.Getpid()); err == nil {
+		netns.Delete(ctx, names)
+	}
+}
+
 // runMode is one lab, with kube-proxy in mode.
 func runMode(ctx context.Context, opt Options, mode kubeproxy.Mode, m *report.Mode, rep *report.Report) (err error) {
 	start := time.Now()
@@ -95,13 +137,6 @@ func runMode(ctx context.Context, opt Options, mode kubeproxy.Mode, m *report.Mo
 		}
 		m.Duration = time.Since(start)
 	}()
-	if opt.Dir == "" {
-		if l.dir, err = os.MkdirTemp("", "policylab-"); err != nil {
-			return err
-		}
-	} else {
-		l.dir = opt.Dir
-	}
 	if err := l.setup(ctx); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}

@@ -165,6 +165,28 @@ func Owned(ctx context.Context) (map[string]int, error) {
 	return out, nil
 }
 
+// OwnedBy returns the names of the lab namespaces that process pid
+// created, sorted: those whose name carries exactly that pid.
+func OwnedBy(ctx context.Context, pid int) ([]string, error) {
+	all, err := Owned(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ofPid(all, pid), nil
+}
+
+// ofPid returns the names in all (name → pid) that belong to pid, sorted.
+func ofPid(all map[string]int, pid int) []string {
+	var out []string
+	for name, p := range all {
+		if p == pid {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // SweepStale deletes lab namespaces left by runs whose process is gone and
 // returns their names. Namespaces of live runs are left alone.
 func SweepStale(ctx context.Context) ([]string, error) {

@@ -21,3 +21,13 @@ func TestNameScheme(t *testing.T) {
 		assert.Nil(t, nsNameRE.FindStringSubmatch(name), name)
 	}
 }
+
+// A run's own namespaces are those that carry exactly its pid: the lab
+// test's final check once took "plab12" as the prefix of pid 12's names and
+// deleted "plab123i-…", the namespaces of another run going at once.
+func TestOfPidIsExact(t *testing.T) {
+	all := map[string]int{"plab12i-lb": 12, "plab12-n1": 12, "plab123i-lb": 123, "plab1n-sw": 1, "plab120k-iptables": 120}
+	assert.Equal(t, []string{"plab12-n1", "plab12i-lb"}, ofPid(all, 12))
+	assert.Equal(t, []string{"plab123i-lb"}, ofPid(all, 123))
+	assert.Empty(t, ofPid(all, 2))
+}

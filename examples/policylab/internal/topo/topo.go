@@ -81,10 +81,10 @@ func MustDual(v4, v6 string) Dual {
 	return Dual{netip.MustParseAddr(v4), netip.MustParseAddr(v6)}
 }
 
-// Addresses. "External" hosts (clients, the load balancer, the node network
-// and the load-balancer addresses) use documentation ranges (RFC 5737,
-// RFC 3849); the pod network and the cluster IP use the ranges a kubeadm
-// cluster would, and exist only inside the lab's namespaces.
+// Addresses. Every address of the lab is a documentation address (RFC 5737,
+// RFC 3849): the clients, the load balancer, the node network and the
+// load-balancer addresses, and also the cluster IP and the pod network, and
+// all exist only inside the lab's namespaces.
 var (
 	LBExternal = MustDual("192.0.2.1", "2001:db8:2::1")      // the load balancer on the client network
 	LBInternal = MustDual("198.51.100.1", "2001:db8:100::1") // and on the node network: HAProxy connects from here
