@@ -106,9 +106,11 @@ func resolverFor(s scenario) *clientip.Resolver {
 }
 
 // implementations returns the extractors for a scenario, each configured as
-// securely as its API allows, and the request each is given: s.request()
-// for all but clientip-conn, whose request has the context a server with
-// middleware.ConnContext gives it.
+// securely as its API allows, and the request each is given: every request
+// carries the context a real net/http server gives it (a context lookup that
+// misses walks all of its nodes), with sourceip's connection node for
+// clientip-conn, whose server has middleware.ConnContext, and without it for
+// the others.
 func implementations(tb testing.TB, s scenario) (map[string]extractor, map[string]*http.Request) {
 	out := map[string]extractor{}
 	reqs := map[string]*http.Request{}
@@ -223,9 +225,10 @@ func implementations(tb testing.TB, s scenario) (map[string]extractor, map[strin
 			}
 		}
 	}
+	plain := serverContext(tb, nil, s.remote)
 	for name := range out {
 		if reqs[name] == nil {
-			reqs[name] = s.request()
+			reqs[name] = s.request().WithContext(plain)
 		}
 	}
 	return out, reqs
