@@ -35,5 +35,6 @@ func TestContext(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { FromContext(ctx); TransportFromContext(ctx) }), "reading allocates")
 	var sink context.Context
 	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { sink = NewContext(context.Background(), res) }), "NewContext allocations")
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { sink = NewTransportContext(context.Background(), tr) }), "NewTransportContext allocations")
 	assert.NotNil(t, sink)
 }

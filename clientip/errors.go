@@ -125,6 +125,9 @@ type ChainError struct {
 	Err error
 }
 
+// Error returns the sentinel's message followed by the hop, the header and
+// the offending value, quoted and cut to 64 bytes:
+// `clientip: malformed address (hop 1 in X-Forwarded-For: "nonsense")`.
 func (e *ChainError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Err.Error())
@@ -146,6 +149,7 @@ func (e *ChainError) Error() string {
 	return b.String()
 }
 
+// Unwrap returns the sentinel, for [errors.Is].
 func (e *ChainError) Unwrap() error { return e.Err }
 
 // Reason is the kind of a resolution failure: one for each sentinel error

@@ -402,6 +402,7 @@ func TestOriginValue(t *testing.T) {
 	_, ok = OriginFromContext(context.Background())
 	assert.False(t, ok)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { OriginFromContext(ctx) }))
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { ctx = NewOriginContext(context.Background(), o) }), "NewOriginContext allocations")
 }
 
 // TestOriginAllocs: reading a proxied request's origin, lower-case host,

@@ -37,9 +37,11 @@ func TestKeyer(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, ok := tc.k.Key(netip.MustParseAddr(tc.a))
+			a := netip.MustParseAddr(tc.a)
+			p, ok := tc.k.Key(a)
 			require.True(t, ok)
 			assert.Equal(t, tc.want, p.String())
+			assert.Zero(t, testing.AllocsPerRun(100, func() { tc.k.Key(a) }), "Key allocates")
 		})
 	}
 	_, ok := (Keyer{}).Key(netip.Addr{})

@@ -72,15 +72,19 @@ func BenchmarkResolve(b *testing.B) {
 
 // BenchmarkResolveRequest runs BenchmarkResolve's scenarios through
 // ResolveRequest, which also reads the peer from r.RemoteAddr and looks for
-// PROXY facts in the request's context: the request-level figure that
-// bench/compare sets beside the other libraries.
+// PROXY facts and a Unix-domain listener in the request's context: the
+// request-level figure that bench/compare sets beside the other libraries.
+// The request carries the context a server without ConnContext gives it, so
+// that the lookups walk what they walk in a server.
 func BenchmarkResolveRequest(b *testing.B) {
+	ctx, cancel := serverContext(nil, Transport{})
+	defer cancel()
 	for _, c := range benchCases() {
 		if c.t.Proxy.IsValid() {
 			continue // PROXY facts come from the connection, not the request
 		}
 		r := MustNew(c.cfg)
-		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
 		req.RemoteAddr, req.Header = c.t.Peer.String(), c.h
 		if res, err := r.ResolveRequest(req); err != nil || res.Client != c.want {
 			b.Fatalf("%s: got %v, %v; want %v", c.name, res, err, c.want)
@@ -223,11 +227,13 @@ func BenchmarkPrefixSet(b *testing.B) {
 
 // serverContext returns a context built the way net/http's Server builds a
 // request's: the server value, what ConnContext adds (here NewConnContext
-// with trust and t), the local address, and a cancel node for the
-// connection and one for the request.
+// with trust and t; nothing when trust is nil), the local address, and a
+// cancel node for the connection and one for the request.
 func serverContext(trust Trust, t Transport) (context.Context, context.CancelFunc) {
 	ctx := context.WithValue(context.Background(), http.ServerContextKey, &http.Server{})
-	ctx = NewConnContext(ctx, trust, t)
+	if trust != nil {
+		ctx = NewConnContext(ctx, trust, t)
+	}
 	ctx = context.WithValue(ctx, http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 443})
 	ctx, cancelConn := context.WithCancel(ctx)
 	ctx, cancelReq := context.WithCancel(ctx)

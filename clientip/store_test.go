@@ -21,6 +21,7 @@ var _ Trust = (*Store)(nil)
 
 // TrustsPeer is the walk's own test of the socket peer: it reports true
 // exactly when a walk from that peer, with nothing outside it, steps over it.
+// It and a *Resolver's Resolver method do not allocate, as documented.
 func TestTrustsPeerMatchesWalk(t *testing.T) {
 	configs := []struct {
 		name string
@@ -46,6 +47,8 @@ func TestTrustsPeerMatchesWalk(t *testing.T) {
 				_, err := r.Resolve(Transport{Peer: peer}, nil)
 				stepped := errors.Is(err, ErrAllTrusted) || errors.Is(err, ErrTooFewHops)
 				assert.Equal(t, stepped, r.TrustsPeer(a))
+				assert.Zero(t, testing.AllocsPerRun(100, func() { r.TrustsPeer(a) }), "TrustsPeer allocates")
+				assert.Zero(t, testing.AllocsPerRun(100, func() { r.Resolver() }), "Resolver.Resolver allocates")
 			})
 		}
 	}

@@ -697,6 +697,9 @@ func TestDenial(t *testing.T) {
 		OutcomeOf(refused)
 		RuleOf(refused)
 	}))
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		_ = errors.Is(d, ErrUnresolved) && errors.Is(d, clientip.ErrMalformed) && errors.As(d, &ce)
+	}), "errors.Is and errors.As on a Denial allocate")
 }
 
 // While the policy's handler runs, the client the handlers read is the one

@@ -66,6 +66,7 @@ func TestNoAllocs(t *testing.T) {
 		fn   func()
 	}{
 		{"Facts.Transport", func() { f.Transport() }},
+		{"Conn.Facts", func() { (&Conn{facts: f}).Facts() }},
 		{"TLVs.Authority", func() { f.TLVs.Authority() }},
 		{"TLVs.Lookup", func() { f.TLVs.Lookup(TLVUniqueID) }},
 		{"TLVs.All", func() {

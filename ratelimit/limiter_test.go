@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,6 +185,50 @@ func TestAllowDoesNotAllocate(t *testing.T) {
 
 // TestWaitGivesBackOnCancel: a wait ended by its context returns the
 // reserved token, so the next reservation queues behind one wait, not two.
+// A Limiter is safe for concurrent use, as documented: goroutines racing
+// for the same buckets at one instant get exactly Burst events per key
+// between them (no token spent twice, none lost), and racing new keys past
+// MaxKeys, with readers of Len and Stats, leave at most MaxKeys buckets.
+// Run with -race.
+func TestLimiterConcurrent(t *testing.T) {
+	const burst, keys, workers, events = 50, 4, 8, 100
+	l := mustNew(t, 1, burst, 8)
+	key := func(i int) Key {
+		return Key{Prefix: netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: byte(i >> 8), 15: byte(i)}), 128)}
+	}
+	var allowed [keys]atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for e := range events {
+				k := (w + e) % keys
+				if l.AllowAt(key(k), t0) {
+					allowed[k].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for k := range keys {
+		assert.Equal(t, int64(burst), allowed[k].Load(), "events allowed on key %d", k)
+	}
+	st := l.Stats()
+	assert.Equal(t, uint64(keys*burst), st.Allowed)
+	assert.Equal(t, uint64(workers*events-keys*burst), st.Refused)
+
+	for w := range workers {
+		wg.Go(func() {
+			for e := range events {
+				l.ReserveAt(key(w*events+e), t0.Add(time.Duration(e)*time.Millisecond), time.Second)
+				_, _ = l.Len(), l.Stats()
+			}
+		})
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, l.Len(), 8)
+	assert.Equal(t, l.Len(), l.Stats().Keys)
+}
+
 func TestWaitGivesBackOnCancel(t *testing.T) {
 	l := mustNew(t, 1.0/3600, 1, 0) // a token an hour
 	k := Key{Prefix: netip.MustParsePrefix("192.0.2.9/32")}

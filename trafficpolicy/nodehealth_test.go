@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -257,6 +258,40 @@ func TestNewNodeHealthServerErrors(t *testing.T) {
 		_, err := NewNodeHealthServer(cfg)
 		assert.ErrorIs(t, err, ErrInvalidConfig, "NewNodeHealthServer(%+v)", cfg)
 	}
+}
+
+// A NodeHealthServer is safe for concurrent use, as documented: answers
+// served while the node's state and both families' updates change are
+// each a 200 or a 503 with a body kube-proxy's types decode, the two
+// agreeing. Run with -race.
+func TestNodeHealthConcurrent(t *testing.T) {
+	s, err := NewNodeHealthServer(NodeHealthConfig{HealthTimeout: time.Minute})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for _, f := range []IPFamily{IPv4, IPv6} {
+		wg.Go(func() {
+			for i := range 200 {
+				s.SetNode(NodeState{Known: true, Taints: []string{ToBeDeletedTaint}[:i%2]})
+				s.QueuedUpdate(f)
+				s.Updated(f)
+			}
+		})
+	}
+	for _, path := range []string{"/healthz", "/livez"} {
+		wg.Go(func() {
+			for range 200 {
+				rec := httptest.NewRecorder()
+				s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+				var h kubeProxyHealth
+				if !assert.NoError(t, json.Unmarshal(rec.Body.Bytes(), &h), "%s: %q", path, rec.Body.String()) {
+					return
+				}
+				healthy := h.Healthy && (path == "/livez" || h.NodeEligible == nil || *h.NodeEligible)
+				assert.Equal(t, map[bool]int{true: http.StatusOK, false: http.StatusServiceUnavailable}[healthy], rec.Code, "%s: %q", path, rec.Body.String())
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestNodeHealthAppendJSONNoAllocs(t *testing.T) {

@@ -52,6 +52,8 @@ type Change struct {
 	Since  time.Time // the first observation of the run of results that caused it
 }
 
+// String describes the change for a log line: the target, "up" or "down",
+// and both times in RFC 3339 with nanoseconds.
 func (c Change) String() string {
 	dir := "down"
 	if c.Up {

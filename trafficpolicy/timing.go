@@ -81,6 +81,7 @@ type Window struct {
 // Contains reports whether d lies within the window, bounds included.
 func (w Window) Contains(d time.Duration) bool { return w.Min <= d && d <= w.Max }
 
+// String returns the bounds as "Min…Max" ("10s…15s").
 func (w Window) String() string { return w.Min.String() + "…" + w.Max.String() }
 
 // BlackHole returns how long a load balancer keeps sending new connections

@@ -53,3 +53,26 @@ func serverContext(tb testing.TB, trust clientip.Trust, peer string) context.Con
 func (s scenario) connRequest(tb testing.TB, trust clientip.Trust) *http.Request {
 	return s.request().WithContext(serverContext(tb, trust, s.remote))
 }
+
+// BenchmarkConnContext is what the clientip-conn and policy rows pay once
+// per connection and do not show: middleware.ConnContext reading the peer
+// and, when the connection alone names the client (direct), resolving it.
+// A connection that carries one request pays it on top of that request's
+// FromRequest.
+func BenchmarkConnContext(b *testing.B) {
+	base := serverContext(b, nil, "192.0.2.1:1")
+	for _, s := range scenarios() {
+		cc := middleware.ConnContext(resolverFor(s))
+		var conn net.Conn = peerConn{peer: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(s.remote))}
+		res, err := clientip.FromRequest(s.request().WithContext(cc(base, conn)))
+		if err != nil || res.Client.String() != s.want {
+			b.Fatalf("%s: got %v, %v; want %s", s.name, res, err, s.want)
+		}
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				cc(base, conn)
+			}
+		})
+	}
+}

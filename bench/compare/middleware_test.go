@@ -114,7 +114,9 @@ func TestPolicyMiddlewareNoAllocs(t *testing.T) {
 }
 
 // BenchmarkMiddleware runs every scenario chi supports through sourceip's
-// middlewares and chi's, each followed by a handler that reads the client.
+// middlewares and chi's, each followed by a handler that reads the client,
+// each checked first to hand the handler the scenario's client (as
+// TestSameMiddlewareAnswers does).
 func BenchmarkMiddleware(b *testing.B) {
 	var got netip.Addr
 	w := httptest.NewRecorder()
@@ -122,6 +124,10 @@ func BenchmarkMiddleware(b *testing.B) {
 		hs, reqs := middlewares(b, s, &got)
 		for _, name := range middlewareNames {
 			h, req := hs[name], reqs[name]
+			got = netip.Addr{}
+			if h.ServeHTTP(w, req); got.String() != s.want {
+				b.Fatalf("%s/%s: the handler got %v, want %s", s.name, name, got, s.want)
+			}
 			b.Run(s.name+"/"+name, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {

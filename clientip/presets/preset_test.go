@@ -373,6 +373,21 @@ func TestRanges(t *testing.T) {
 	assert.False(t, p.Config().TrustedProxies.Contains(netip.MustParseAddr("173.245.48.1")), "the snapshot is replaced, not added to")
 }
 
+// Config allocates nothing beyond the union of its sets, as documented:
+// nothing for a direct edge, whose ingress set is empty, and what Union
+// allocates behind an ingress.
+func TestConfigAllocs(t *testing.T) {
+	for _, top := range []Topology{Direct(), BehindIngress(ingress)} {
+		p, err := New(configFor(Cloudflare, top))
+		require.NoError(t, err)
+		union := testing.AllocsPerRun(20, func() { p.static.TrustedProxies.Union(p.edge) })
+		assert.Equal(t, union, testing.AllocsPerRun(20, func() { p.Config() }), "%v", top)
+	}
+	p, err := New(configFor(Cloudflare, Direct()))
+	require.NoError(t, err)
+	assert.Zero(t, testing.AllocsPerRun(20, func() { p.Config() }), "direct")
+}
+
 func TestMaxHops(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  Config

@@ -121,6 +121,9 @@ func Diff(cur, next clientip.PrefixSet) Change {
 
 var inf = math.Inf(1)
 
+// String describes the change for a log line, each fraction as a percentage
+// ("new family" for a family the old list did not have):
+// "shrink 12.5% (IPv4), growth 0.0%".
 func (c Change) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "shrink %s", percent(c.Shrink))

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/gin-gonic/gin"
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -35,6 +36,30 @@ func TestGin(t *testing.T) {
 			assert.Equal(t, tc.wantCode, rec.Code, "body %s", rec.Body.String())
 			assert.Equal(t, tc.wantBody, rec.Body.String())
 		})
+	}
+}
+
+// The engine trusts no proxy, as the package documentation says: gin's own
+// c.ClientIP() returns the socket peer whatever forwarding headers a client
+// sends, even from an address sourceip trusts.
+func TestGinClientIPIsThePeer(t *testing.T) {
+	e, err := newEngine(clientip.MustNew(clientip.Config{
+		TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
+		Header:         "X-Forwarded-For",
+	}))
+	require.NoError(t, err)
+	e.GET("/ginip", func(c *gin.Context) { c.String(200, c.ClientIP()) })
+	for _, peer := range []string{"10.0.0.2:4000", "203.0.113.9:4000"} {
+		req := httptest.NewRequest("GET", "/ginip", nil)
+		req.RemoteAddr = peer
+		req.Header.Set("X-Forwarded-For", "198.51.100.7")
+		req.Header.Set("X-Real-IP", "198.51.100.8")
+		req.Header.Set("X-Appengine-Remote-Addr", "198.51.100.9")
+		req.Header.Set("CF-Connecting-IP", "198.51.100.10")
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		require.Equal(t, 200, rec.Code, rec.Body.String())
+		assert.Equal(t, peer[:len(peer)-len(":4000")], rec.Body.String())
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -70,6 +72,38 @@ func TestPolicyRuleOverflow(t *testing.T) {
 		PolicyDecisionsName + " sourceip.outcome=resolved sourceip.rule=" + OverflowRule,
 		PolicyDecisionsName + " sourceip.outcome=resolved sourceip.rule=r7",
 	}, p.take())
+}
+
+// An Instrumentation is safe for concurrent use, as documented, also while
+// goroutines race to see rule names first: every decision is counted once,
+// under its own rule or OverflowRule, and no more than MaxRules names label
+// the counter. Run with -race.
+func TestPolicyRuleConcurrent(t *testing.T) {
+	p := &recording{}
+	in, err := New(WithMeterProvider(p), WithTracerProvider(tracenoop.NewTracerProvider()))
+	require.NoError(t, err)
+	const names, workers = MaxRules + 64, 8
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range names {
+				rule := fmt.Sprintf("r%d", (i+w*37)%names)
+				in.ObserveDecision(context.Background(), clientip.Result{}, middleware.Decision{Rule: rule})
+			}
+		})
+	}
+	wg.Wait()
+	adds := p.take()
+	assert.Len(t, adds, names*workers)
+	labels := map[string]bool{}
+	prefix := PolicyDecisionsName + " sourceip.outcome=resolved sourceip.rule="
+	for _, a := range adds {
+		require.True(t, strings.HasPrefix(a, prefix), a)
+		labels[strings.TrimPrefix(a, prefix)] = true
+	}
+	assert.True(t, labels[OverflowRule], "names beyond MaxRules are counted under OverflowRule")
+	delete(labels, OverflowRule)
+	assert.LessOrEqual(t, len(labels), MaxRules)
 }
 
 func TestObserveDecisionAllocs(t *testing.T) {
