@@ -43,7 +43,7 @@ func TestZoneReverseProxyLinkLocal(t *testing.T) {
 		{pa, "za0", "fe80::a1/64"}, {pa, "za0", "2001:db8:1::a/64"}, {pa, "za1", "fe80::a2/64"},
 		{pb, "zb0", "fe80::b/64"},
 	} {
-		a.ns.IP(t, "addr", "add", a.cidr, "dev", a.dev, "nodad")
+		a.ns.AddAddr(t, a.cidr, a.dev)
 	}
 
 	r := MustNew(Config{TrustedProxies: MustParsePrefixSet("127.0.0.1/32, fe80::a2/128"), Header: "X-Forwarded-For"})

@@ -21,7 +21,7 @@ import (
 // The link-local address is on the loopback of a namespace of the test's own.
 func TestDialContextLinkLocal(t *testing.T) {
 	ns := e2e.NewNetns(t, fmt.Sprintf("pprevll%d", os.Getpid()))
-	ns.IP(t, "addr", "add", "fe80::1/64", "dev", "lo", "nodad")
+	ns.AddAddr(t, "fe80::1/64", "lo")
 	var ln net.Listener
 	require.NoError(t, ns.Do(func() (err error) {
 		ln, err = net.Listen("tcp6", "[fe80::1%lo]:0")

@@ -446,6 +446,9 @@ func TestListenerSilentClientDoesNotBlockAccept(t *testing.T) {
 	c := dial(t, lbAddr, s.addr())
 	WriteHeader(c, header(2, "203.0.113.7:1", "192.0.2.10:2"))
 	s.accept(t)
+	// The accepted connection gives its pending slot back just after Accept
+	// has taken it, so Stats may still count it for a moment.
+	waitFor(t, "the accepted connection's slot", func() bool { return s.l.Stats().Pending < 2 })
 	st := s.l.Stats()
 	assert.Equal(t, 1, st.Pending, "the silent client still waits")
 	assert.Zero(t, st.TotalRejected())

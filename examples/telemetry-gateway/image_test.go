@@ -30,6 +30,7 @@ import (
 func TestContainerImage(t *testing.T) {
 	podman := e2e.Require(t, "podman")[0]
 	e2e.RequireRoot(t)
+	lockImageStore(t)
 	prepareCgroups(t)
 	image := fmt.Sprintf("localhost/telemetry-gateway:test-%d", os.Getpid())
 	build := exec.Command("./build-image", image)
@@ -91,6 +92,20 @@ func TestContainerImage(t *testing.T) {
 	assert.Equal(t, "192.0.2.77", recs[0].Provenance.Client)
 	assert.Equal(t, "proxy-protocol", recs[0].Provenance.Source)
 	assert.True(t, strings.HasPrefix(recs[0].Provenance.Peer, "127.0.0.200:"), recs[0].Provenance.Peer)
+}
+
+// lockImageStore holds a lock on the machine's image store for t, so that
+// this test in another test process (another checkout's run) waits for it.
+// Their builds are identical, so they share an image and its intermediate
+// images, and the first to finish removed them with podman rmi -f, together
+// with the other's build container: "deleting build container …: container
+// not known".
+func lockImageStore(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile("/run/sourceip-container-image-test.lock", os.O_RDWR|os.O_CREATE, 0o600)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_EX))
+	t.Cleanup(func() { f.Close() }) // closing releases the lock
 }
 
 // prepareCgroups makes podman's runtime work on a host whose cgroups are in

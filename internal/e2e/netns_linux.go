@@ -3,12 +3,18 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
+
+// addrReady bounds how long AddAddr waits for the kernel to route to a new
+// address (it takes well under a millisecond on an idle machine).
+const addrReady = 10 * time.Second
 
 // Netns is a named network namespace that a test created with [NewNetns].
 type Netns struct {
@@ -58,11 +64,47 @@ func (n Netns) run(tb testing.TB, args ...string) {
 	}
 }
 
+// AddAddr adds prefix (an address with its prefix length, such as
+// "fe80::1/64") to the interface dev in namespace n, without duplicate
+// address detection, and returns once the kernel routes to the address:
+// its local route is in the namespace's local table. The kernel inserts
+// that route from a work queue after "ip addr add" has returned, nodad or
+// not, and until then a connection to an IPv6 address on the loopback
+// fails with "network is unreachable" (the prefix route via lo is a reject
+// route). It fails tb when the route does not appear within 10 s.
+func (n Netns) AddAddr(tb testing.TB, prefix, dev string) {
+	tb.Helper()
+	p, err := netip.ParsePrefix(prefix)
+	if err != nil {
+		tb.Fatalf("AddAddr: %v", err)
+	}
+	n.IP(tb, "addr", "add", prefix, "dev", dev, "nodad")
+	family := "-4"
+	if p.Addr().Is6() {
+		family = "-6"
+	}
+	deadline := time.NewTimer(addrReady)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		out, err := exec.Command(n.ip, "-n", n.name, family, "route", "show", "table", "local", "exact", p.Addr().String()).Output()
+		if err == nil && len(bytes.TrimSpace(out)) > 0 {
+			return
+		}
+		select {
+		case <-deadline.C:
+			tb.Fatalf("namespace %s: no local route to %s within %v (ip route show: %v: %s)", n.name, p.Addr(), addrReady, err, out)
+		case <-tick.C:
+		}
+	}
+}
+
 // Veth connects namespace n's interface name to namespace peer's interface
 // peerName with a veth pair, created inside the two namespaces so that the
 // names only need to be unique there. Both ends are brought up without the
 // kernel's own link-local address (addrgenmode none), so the only addresses
-// are those the test adds; add them with nodad to use them at once.
+// are those the test adds, with [Netns.AddAddr].
 func (n Netns) Veth(tb testing.TB, name string, peer Netns, peerName string) {
 	tb.Helper()
 	n.run(tb, "link", "add", name, "netns", n.name, "type", "veth", "peer", "name", peerName, "netns", peer.name)

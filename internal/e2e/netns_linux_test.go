@@ -20,8 +20,8 @@ func TestNetns(t *testing.T) {
 	t.Run("run", func(t *testing.T) {
 		a, b := NewNetns(t, names[0]), NewNetns(t, names[1])
 		a.Veth(t, "ea0", b, "eb0")
-		a.IP(t, "addr", "add", "fe80::a/64", "dev", "ea0", "nodad")
-		b.IP(t, "addr", "add", "fe80::b/64", "dev", "eb0", "nodad")
+		a.AddAddr(t, "fe80::a/64", "ea0")
+		b.AddAddr(t, "fe80::b/64", "eb0")
 		var ln net.Listener
 		require.NoError(t, b.Do(func() (err error) {
 			ln, err = net.Listen("tcp6", "[::]:0")
