@@ -27,7 +27,8 @@ import (
 // GATEWAY_MQTT_ADDR. The prefix keeps clear of the variables Kubernetes
 // injects for Services (a Service named "mqtt" brings MQTT_PORT, MQTT_SERVICE_HOST, …).
 // formerNames maps a flag's former name to its present one: both are
-// accepted, and the present one wins over the former.
+// accepted, a flag on the command line wins over any variable, and the
+// present name wins over the former at the same level.
 var formerNames = map[string]string{"mochi-log-level": "mqtt-log-level"}
 
 const envPrefix = "GATEWAY_"
@@ -165,7 +166,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.logFormat, "log-format", "json", "json|text")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug|info|warn|error")
 	fs.StringVar(&o.mqttLogLevel, "mqtt-log-level", "warn", "lowest level of the MQTT server's own lines (protocol errors, keep alive expiries): debug|info|warn|error|off")
-	fs.StringVar(&o.mqttLogLevel, "mochi-log-level", "warn", "the former name of -mqtt-log-level (the gateway ran on mochi-mqtt)")
+	fs.Var(&formerFlag{v: "warn"}, "mochi-log-level", "the former name of -mqtt-log-level (the gateway ran on mochi-mqtt)")
 
 	fs.BoolVar(&o.demo, "demo", false, "run the self-contained demo on loopback: gateway, a load balancer sending PROXY v2, simulated devices; print what every layer saw and exit")
 	fs.BoolVar(&o.verbose, "v", false, "with -demo: also print the gateway's log lines")
@@ -198,6 +199,10 @@ Flags:
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	from := map[string]string{} // flag name -> how the user spelt it
 	var errs []error
+	formerSet := map[string]bool{} // present name -> its former name is on the command line
+	for former, now := range formerNames {
+		formerSet[now] = set[former]
+	}
 	fs.VisitAll(func(f *flag.Flag) {
 		from[f.Name] = "-" + f.Name
 		if set[f.Name] {
@@ -205,6 +210,9 @@ Flags:
 		}
 		if now, ok := formerNames[f.Name]; ok && (set[now] || getenv(envName(now)) != "") {
 			return // the flag's present name, on the command line or in its variable, wins
+		}
+		if formerSet[f.Name] {
+			return // the flag's former name on the command line wins over a variable
 		}
 		if v := getenv(envName(f.Name)); v != "" {
 			from[f.Name] = "$" + envName(f.Name)
@@ -215,7 +223,8 @@ Flags:
 	})
 	for former, now := range formerNames {
 		if (set[former] || from[former] != "-"+former) && !set[now] && from[now] == "-"+now {
-			from[now] = from[former] // a bad value is named as the user spelt its flag
+			_ = fs.Set(now, fs.Lookup(former).Value.String()) // checked with the present flag's value below
+			from[now] = from[former]                          // a bad value is named as the user spelt its flag
 		}
 	}
 	given := map[string]string{} // flag name -> its value, for the flags set by flag or variable
@@ -379,6 +388,14 @@ func (o *options) check(from, given map[string]string) []error {
 	}
 	return errs
 }
+
+// formerFlag is a flag's former name (formerNames): it keeps what it is
+// given, which parseOptions passes on to the flag's present name unless
+// that one was given at the same level or above.
+type formerFlag struct{ v string }
+
+func (f *formerFlag) String() string     { return f.v }
+func (f *formerFlag) Set(v string) error { f.v = v; return nil }
 
 // prefixFlag is a repeatable clientip.PrefixSet flag that refuses a value
 // naming no address: -proxy-trusted ' ' would otherwise turn PROXY protocol

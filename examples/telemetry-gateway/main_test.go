@@ -77,9 +77,11 @@ func TestOptionsFromFlagsAndEnvironment(t *testing.T) {
 }
 
 // TestFormerFlagName: -mochi-log-level, the former name of -mqtt-log-level,
-// and its variable still work, but the present name wins, on the command line
-// or in its variable, whatever the former one says (a leftover
-// GATEWAY_MOCHI_LOG_LEVEL overrode -mqtt-log-level given on the command line).
+// and its variable still work; a flag on the command line wins over any
+// variable, and the present name over the former at the same level (a
+// leftover GATEWAY_MOCHI_LOG_LEVEL overrode -mqtt-log-level given on the
+// command line; a review found the former flag winning when written after
+// the present one).
 func TestFormerFlagName(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -91,6 +93,12 @@ func TestFormerFlagName(t *testing.T) {
 		{"the former variable", nil, map[string]string{"GATEWAY_MOCHI_LOG_LEVEL": "error"}, "error"},
 		{"the present flag over the former variable", []string{"-mqtt-log-level", "debug"}, map[string]string{"GATEWAY_MOCHI_LOG_LEVEL": "error"}, "debug"},
 		{"the present variable over the former one", nil, map[string]string{"GATEWAY_MOCHI_LOG_LEVEL": "error", "GATEWAY_MQTT_LOG_LEVEL": "info"}, "info"},
+		// Both on the command line: the later one used to win, so the former
+		// overrode the present one when written after it.
+		{"the present flag over the former flag after it", []string{"-mqtt-log-level", "debug", "-mochi-log-level", "error"}, nil, "debug"},
+		{"the present flag over the former flag before it", []string{"-mochi-log-level", "error", "-mqtt-log-level", "debug"}, nil, "debug"},
+		// A flag on the command line wins over any variable, as -help says.
+		{"the former flag over the present variable", []string{"-mochi-log-level", "error"}, map[string]string{"GATEWAY_MQTT_LOG_LEVEL": "info"}, "error"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			o, err := parseOptions(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
