@@ -262,6 +262,10 @@ func (o *options) check(from, given map[string]string) []error {
 		{[]string{"ws-trusted", "ws-header", "ws-proxy-trusted", "ws-hosts", "ws-origins", "ws-proto-header"}, "ws-addr", o.wsAddr != ""},
 		{[]string{"http-header"}, "http-trusted", o.httpTrusted.Len() > 0},
 		{[]string{"kube-service", "kube-endpoint"}, "kube-health-addr", o.kubeHealthAddr != ""},
+		{[]string{"rate-burst", "rate-max-wait"}, "rate", o.rate > 0},
+		{[]string{"proxy-headerless", "proxy-header-timeout"}, "proxy-trusted, -proxy-trusted-file or -ws-proxy-trusted",
+			o.proxyTrusted.Len() > 0 || o.proxyTrustedFile != "" || o.wsProxyTrusted.Len() > 0},
+		{[]string{"v"}, "demo", o.demo},
 	} {
 		for _, f := range n.flags {
 			if v, ok := given[f]; ok && !n.ok {
@@ -284,6 +288,11 @@ func (o *options) check(from, given map[string]string) []error {
 	if o.natsURL != "" {
 		if from["sink"] != "-sink" || o.sinkPath != "telemetry.jsonl" {
 			bad("sink", o.sinkPath, "contradicts %s: readings go to JetStream or to a file, not both", from["nats-url"])
+		}
+		for _, f := range []string{"sink-sync", "sink-min-free", "sink-check-interval", "sink-max-devices"} {
+			if v, ok := given[f]; ok {
+				bad(f, v, "contradicts %s: it configures the -sink file, which JetStream replaces", from["nats-url"])
+			}
 		}
 		if o.natsStream == "" || strings.ContainsAny(o.natsStream, ".*> \t") {
 			bad("nats-stream", fmt.Sprintf("%q", o.natsStream), "want a stream name without '.', '*', '>' or spaces")
@@ -369,8 +378,23 @@ func (o *options) check(from, given map[string]string) []error {
 				bad(f.name, f.v, "contradicts %s: the load balancer terminates TLS and requires client certificates", from["tls-at-lb"])
 			}
 		}
+		if v, ok := given["tls-hosts"]; ok {
+			bad("tls-hosts", fmt.Sprintf("%q", v), "contradicts %s: the gateway generates no certificate", from["tls-at-lb"])
+		}
 		if o.wsAddr != "" {
 			bad("ws-addr", o.wsAddr, "contradicts %s: every CONNECT then needs a client certificate the load balancer verified, which no MQTT-over-WebSocket connection carries", from["tls-at-lb"])
+		}
+	}
+	if !o.tlsAtLB {
+		if (o.tlsCert == "") != (o.tlsKey == "") {
+			bad("tls-cert", fmt.Sprintf("%q", o.tlsCert), "needs -tls-key %q and the reverse: a certificate and its key, or neither (a generated certificate)", o.tlsKey)
+		}
+		if o.tlsCert != "" {
+			for _, f := range []string{"tls-hosts", "tls-self-signed-out"} {
+				if v, ok := given[f]; ok {
+					bad(f, fmt.Sprintf("%q", v), "contradicts %s: it is for the certificate generated without one", from["tls-cert"])
+				}
+			}
 		}
 	}
 	switch o.tlsClientAuth {

@@ -168,11 +168,30 @@ func TestUsageErrors(t *testing.T) {
 		{"WebSocket proxies without a WebSocket listener", []string{"-ws-trusted", "10.0.0.0/8"}, nil, `-ws-trusted "10.0.0.0/8": needs -ws-addr`},
 		{"an HTTP header nobody trusted writes", []string{"-http-header", "X-Real-IP"}, nil, `-http-header "X-Real-IP": needs -http-trusted`},
 		{"a Service without the health check", []string{"-kube-service", "default/gw"}, nil, `-kube-service "default/gw": needs -kube-health-addr`},
+		// A review found each of these accepted and ignored too.
+		{"a burst without a rate", []string{"-rate-burst", "5"}, nil, `-rate-burst "5": needs -rate`},
+		{"a rate wait from the environment without a rate", nil, map[string]string{"GATEWAY_RATE_MAX_WAIT": "5s"}, `$GATEWAY_RATE_MAX_WAIT "5s": needs -rate`},
+		{"headerless load balancers without any", []string{"-proxy-headerless", "allow"}, nil, `-proxy-headerless "allow": needs -proxy-trusted, -proxy-trusted-file or -ws-proxy-trusted`},
+		{"a PROXY header timeout without PROXY protocol", []string{"-proxy-header-timeout", "1s"}, nil, `-proxy-header-timeout "1s": needs -proxy-trusted`},
+		{"verbose without the demo", []string{"-v"}, nil, `-v "true": needs -demo`},
+		{"a file sink's fsync mode beside JetStream", []string{"-nats-url", "nats://127.0.0.1:4222", "-sink-sync", "write"}, nil, "-sink-sync write: contradicts -nats-url"},
+		{"a file sink's device index beside JetStream", []string{"-nats-url", "nats://127.0.0.1:4222"}, map[string]string{"GATEWAY_SINK_MAX_DEVICES": "10"}, "$GATEWAY_SINK_MAX_DEVICES 10: contradicts -nats-url"},
+		{"a key without its certificate", []string{"-tls-key", "k.pem"}, nil, `-tls-cert "": needs -tls-key "k.pem"`},
+		{"a certificate without its key", []string{"-tls-cert", "c.pem"}, nil, `-tls-cert "c.pem": needs -tls-key ""`},
+		{"self-signed names beside a certificate", []string{"-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-hosts", "gw.example"}, nil, `-tls-hosts "gw.example": contradicts -tls-cert`},
+		{"a self-signed output beside a certificate", []string{"-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-self-signed-out", "pin.pem"}, nil, `-tls-self-signed-out "pin.pem": contradicts -tls-cert`},
+		{"self-signed names with TLS at the load balancer", []string{"-tls-at-lb", "-proxy-trusted", "10.0.0.1", "-tls-hosts", "gw.example"}, nil, `-tls-hosts "gw.example": contradicts -tls-at-lb`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// A configuration that is wrongly accepted starts a gateway:
+			// in a directory of its own, and stopped at once by the
+			// canceled context, so that the test fails instead of serving.
+			t.Chdir(t.TempDir())
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
 			var stdout, stderr bytes.Buffer
-			code := run(t.Context(), tt.args, func(k string) string { return tt.env[k] }, &stdout, &stderr)
+			code := run(ctx, tt.args, func(k string) string { return tt.env[k] }, &stdout, &stderr)
 			assert.Equal(t, 2, code, "exit code; stderr:\n%s", stderr.String())
 			assert.Contains(t, stderr.String(), tt.want)
 			assert.Empty(t, stdout.String(), "nothing started")
