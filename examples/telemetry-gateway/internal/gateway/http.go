@@ -204,7 +204,14 @@ func (g *Gateway) ingest(w http.ResponseWriter, r *http.Request) {
 	if limit <= 0 {
 		limit = reading.DefaultMaxBytes
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+	// A body announced larger than the limit is refused before it is read:
+	// for a request that asks for "Expect: 100-continue", reading would
+	// answer 100 Continue and invite the whole body (RFC 9110 §10.1.1).
+	var body []byte
+	var err error = &http.MaxBytesError{Limit: int64(limit)}
+	if r.ContentLength <= int64(limit) {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
