@@ -247,7 +247,7 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 	}
 	var topics *middleware.Policy
 	if o.topicPolicy != "" {
-		if topics, err = readTopicPolicy(o.topicPolicy); err != nil {
+		if topics, err = readTopicPolicy(o.topicPolicy, o.topicPrefix); err != nil {
 			return gateway.Config{}, fmt.Errorf("-topic-policy: %w", err)
 		}
 	}
