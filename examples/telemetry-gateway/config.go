@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -270,6 +272,17 @@ func (o *options) check(from, given map[string]string) []error {
 		for _, f := range n.flags {
 			if v, ok := given[f]; ok && !n.ok {
 				bad(f, fmt.Sprintf("%q", v), "needs -%s, without which it does nothing", n.needs)
+			}
+		}
+	}
+	if o.demo {
+		// The demo builds its own gateway on loopback: a flag given
+		// beside it would be ignored. A variable is left alone, so that
+		// the demo runs in a shell or container configured for the
+		// gateway itself.
+		for _, f := range slices.Sorted(maps.Keys(given)) {
+			if from[f] == "-"+f && f != "demo" && f != "v" && f != "version" {
+				bad(f, fmt.Sprintf("%q", given[f]), "contradicts -demo, which runs a gateway of its own on loopback and takes no flag but -v")
 			}
 		}
 	}

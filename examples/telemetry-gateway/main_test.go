@@ -174,6 +174,7 @@ func TestUsageErrors(t *testing.T) {
 		{"headerless load balancers without any", []string{"-proxy-headerless", "allow"}, nil, `-proxy-headerless "allow": needs -proxy-trusted, -proxy-trusted-file or -ws-proxy-trusted`},
 		{"a PROXY header timeout without PROXY protocol", []string{"-proxy-header-timeout", "1s"}, nil, `-proxy-header-timeout "1s": needs -proxy-trusted`},
 		{"verbose without the demo", []string{"-v"}, nil, `-v "true": needs -demo`},
+		{"a flag beside the demo", []string{"-demo", "-mqtt-addr", ":1"}, nil, `-mqtt-addr ":1": contradicts -demo`},
 		{"a file sink's fsync mode beside JetStream", []string{"-nats-url", "nats://127.0.0.1:4222", "-sink-sync", "write"}, nil, "-sink-sync write: contradicts -nats-url"},
 		{"a file sink's device index beside JetStream", []string{"-nats-url", "nats://127.0.0.1:4222"}, map[string]string{"GATEWAY_SINK_MAX_DEVICES": "10"}, "$GATEWAY_SINK_MAX_DEVICES 10: contradicts -nats-url"},
 		{"a key without its certificate", []string{"-tls-key", "k.pem"}, nil, `-tls-cert "": needs -tls-key "k.pem"`},
