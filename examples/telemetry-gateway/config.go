@@ -180,7 +180,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 address seen at every layer (socket, PROXY protocol, TLS, MQTT, X-Forwarded-For).
 
 Every flag can also be set with the environment variable named after it
-(-mqtt-addr: GATEWAY_MQTT_ADDR); a flag on the command line wins.
+(-mqtt-addr: GATEWAY_MQTT_ADDR); a flag on the command line wins. An empty
+variable counts as unset: -http-addr '' disables HTTP ingest,
+GATEWAY_HTTP_ADDR='' leaves it on its default address.
 
   go run ./telemetry-gateway -demo        # from examples/: the whole chain on loopback
 
@@ -268,6 +270,9 @@ func (o *options) check(from, given map[string]string) []error {
 		{[]string{"proxy-headerless", "proxy-header-timeout"}, "proxy-trusted, -proxy-trusted-file or -ws-proxy-trusted",
 			o.proxyTrusted.Len() > 0 || o.proxyTrustedFile != "" || o.wsProxyTrusted.Len() > 0},
 		{[]string{"v"}, "demo", o.demo},
+		{[]string{"http-trusted", "http-header"}, "http-addr", o.httpAddr != ""},
+		{[]string{"explain-allow"}, "admin-addr", o.adminAddr != ""},
+		{[]string{"sink-check-interval"}, "sink-min-free above 0", o.sinkMinFree > 0},
 	} {
 		for _, f := range n.flags {
 			if v, ok := given[f]; ok && !n.ok {
@@ -297,6 +302,26 @@ func (o *options) check(from, given map[string]string) []error {
 	}
 	if o.sinkMaxDevices <= 0 {
 		bad("sink-max-devices", o.sinkMaxDevices, "want at least 1 device")
+	}
+	if o.mqttAddr == "" {
+		bad("mqtt-addr", `""`, "want the MQTT listener's host:port; unlike -http-addr it cannot be disabled")
+	}
+	if o.sinkPath == "" && o.natsURL == "" {
+		bad("sink", `""`, "want the file readings are appended to, or -nats-url")
+	}
+	for _, h := range []struct {
+		name, header, listener string
+		trusted                clientip.PrefixSet
+	}{
+		{"http-header", o.httpHeader, o.httpAddr, o.httpTrusted},
+		{"ws-header", o.wsHeader, o.wsAddr, o.wsTrusted},
+	} {
+		if h.listener == "" || h.trusted.Len() == 0 {
+			continue // not read; the table above names a header given without its listener
+		}
+		if _, err := clientip.New(clientip.Config{TrustedProxies: h.trusted, Header: h.header}); err != nil {
+			bad(h.name, fmt.Sprintf("%q", h.header), "%v", err)
+		}
 	}
 	if o.natsURL != "" {
 		if from["sink"] != "-sink" || o.sinkPath != "telemetry.jsonl" {
