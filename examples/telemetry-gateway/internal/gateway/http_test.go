@@ -368,3 +368,45 @@ func TestTooLargeBodyRefusedBeforeContinue(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusCreated, resp.StatusCode)
 }
+
+// TestCrossSiteBrowserPostRefused: a page on another site that makes a
+// browser inside the allowlist POST a reading (a "simple" request: text/plain,
+// no CORS preflight) is refused with 403 and nothing is written, as the
+// WebSocket listener refuses an upgrade from a foreign Origin; the reading
+// was stored with the browser's address as its provenance, past -allow
+// (found by the command review, 2026-12-03). Devices send neither Origin nor
+// Sec-Fetch-Site and are served as before.
+func TestCrossSiteBrowserPostRefused(t *testing.T) {
+	e := start(t, func(c *Config) {
+		c.HTTPAddr = "127.0.0.1:0"
+		c.Allow = clientip.MustParsePrefixSet("127.0.0.0/8")
+	})
+	url := "http://" + e.g.HTTPAddr() + "/v1/telemetry"
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+	}{
+		{"a browser that sends Sec-Fetch-Site", map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}},
+		{"an older browser that sends only Origin", map[string]string{"Origin": "https://evil.example"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"device":"victim","seq":1}`))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "text/plain")
+			for k, v := range tc.headers {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%s", b)
+		})
+	}
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "http request", "status": "403", "problem": "cross-origin*"})
+	status, body := post(t, http.DefaultClient, url, "", `{"device":"dev","seq":1}`)
+	assert.Equal(t, http.StatusCreated, status, "a device's POST: %s", body)
+	recs := e.records(t)
+	require.Len(t, recs, 1, "what was written: %+v", recs)
+	assert.Equal(t, "dev", recs[0].Device)
+}
