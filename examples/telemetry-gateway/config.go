@@ -378,6 +378,11 @@ func (o *options) check(from, given map[string]string) []error {
 			bad(d.name, d.v, "want a duration > 0")
 		}
 	}
+	if o.drainDelay > 0 && o.shutdownTimeout > 0 && o.drainDelay >= o.shutdownTimeout {
+		// The drain delay is spent inside the shutdown's bound: nothing
+		// would be left to close the listeners and commit the sink.
+		bad("drain-delay", o.drainDelay, "want less than -shutdown-timeout %v, which bounds the whole shutdown, this delay included", o.shutdownTimeout)
+	}
 	if _, err := parseLevel(o.logLevel); err != nil || strings.EqualFold(o.logLevel, "off") {
 		bad("log-level", fmt.Sprintf("%q", o.logLevel), "want debug, info, warn or error")
 	}
