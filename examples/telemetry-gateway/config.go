@@ -273,6 +273,7 @@ func (o *options) check(from, given map[string]string) []error {
 		{[]string{"http-trusted", "http-header"}, "http-addr", o.httpAddr != ""},
 		{[]string{"explain-allow"}, "admin-addr", o.adminAddr != ""},
 		{[]string{"sink-check-interval"}, "sink-min-free above 0", o.sinkMinFree > 0},
+		{[]string{"nats-duplicates"}, "nats-replicas above 0, which creates the stream it is the window of", o.natsReplicas > 0},
 	} {
 		for _, f := range n.flags {
 			if v, ok := given[f]; ok && !n.ok {

@@ -182,6 +182,7 @@ func TestUsageErrors(t *testing.T) {
 		{"explain operators without the admin listener", []string{"-admin-addr", "", "-explain-allow", "10.0.0.0/8"}, nil, `-explain-allow "10.0.0.0/8": needs -admin-addr`},
 		{"a free-space interval with the check off", []string{"-sink-min-free", "0", "-sink-check-interval", "5s"}, nil, `-sink-check-interval "5s": needs -sink-min-free above 0`},
 		{"a drain delay as long as the whole shutdown", []string{"-drain-delay", "30s"}, nil, "-drain-delay 30s: want less than -shutdown-timeout 30s"},
+		{"a duplicate window for a stream never created", []string{"-nats-url", "nats://127.0.0.1:4222", "-nats-duplicates", "5m"}, nil, `-nats-duplicates "5m0s": needs -nats-replicas above 0`},
 		{"a flag beside the demo", []string{"-demo", "-mqtt-addr", ":1"}, nil, `-mqtt-addr ":1": contradicts -demo`},
 		{"a file sink's fsync mode beside JetStream", []string{"-nats-url", "nats://127.0.0.1:4222", "-sink-sync", "write"}, nil, "-sink-sync write: contradicts -nats-url"},
 		{"a file sink's device index beside JetStream", []string{"-nats-url", "nats://127.0.0.1:4222"}, map[string]string{"GATEWAY_SINK_MAX_DEVICES": "10"}, "$GATEWAY_SINK_MAX_DEVICES 10: contradicts -nats-url"},
