@@ -399,6 +399,13 @@ func (o *options) check(from, given map[string]string) []error {
 	if ns, name, ok := strings.Cut(o.kubeService, "/"); o.kubeHealthAddr != "" && (!ok || ns == "" || name == "") {
 		bad("kube-service", fmt.Sprintf("%q", o.kubeService), "want namespace/name of the Service, which -kube-health-addr reports")
 	}
+	if v, ok := given["ws-hosts"]; ok && len(splitList(v)) == 0 {
+		// Empty means any host: a blank value must not turn the check off.
+		bad("ws-hosts", fmt.Sprintf("%q", v), "names no host: give hosts, or leave the flag unset to answer to any")
+	}
+	if o.tlsCert == "" && !o.tlsAtLB && len(splitList(o.tlsHosts)) == 0 {
+		bad("tls-hosts", fmt.Sprintf("%q", o.tlsHosts), "want at least one name or address for the generated certificate")
+	}
 	if _, err := o.wsOriginReader(); err != nil {
 		bad("ws-hosts", fmt.Sprintf("%q", o.wsHosts), "%v", err)
 	}
