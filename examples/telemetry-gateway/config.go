@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +29,8 @@ import (
 // GATEWAY_MQTT_ADDR. The prefix keeps clear of the variables Kubernetes
 // injects for Services (a Service named "mqtt" brings MQTT_PORT, MQTT_SERVICE_HOST, …).
 // formerNames maps a flag's former name to its present one: both are
-// accepted, and the present one wins over the former.
+// accepted, a flag on the command line wins over any variable, and the
+// present name wins over the former at the same level.
 var formerNames = map[string]string{"mochi-log-level": "mqtt-log-level"}
 
 const envPrefix = "GATEWAY_"
@@ -165,7 +168,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.logFormat, "log-format", "json", "json|text")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug|info|warn|error")
 	fs.StringVar(&o.mqttLogLevel, "mqtt-log-level", "warn", "lowest level of the MQTT server's own lines (protocol errors, keep alive expiries): debug|info|warn|error|off")
-	fs.StringVar(&o.mqttLogLevel, "mochi-log-level", "warn", "the former name of -mqtt-log-level (the gateway ran on mochi-mqtt)")
+	fs.Var(&formerFlag{v: "warn"}, "mochi-log-level", "the former name of -mqtt-log-level (the gateway ran on mochi-mqtt)")
 
 	fs.BoolVar(&o.demo, "demo", false, "run the self-contained demo on loopback: gateway, a load balancer sending PROXY v2, simulated devices; print what every layer saw and exit")
 	fs.BoolVar(&o.verbose, "v", false, "with -demo: also print the gateway's log lines")
@@ -177,7 +180,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 address seen at every layer (socket, PROXY protocol, TLS, MQTT, X-Forwarded-For).
 
 Every flag can also be set with the environment variable named after it
-(-mqtt-addr: GATEWAY_MQTT_ADDR); a flag on the command line wins.
+(-mqtt-addr: GATEWAY_MQTT_ADDR); a flag on the command line wins. An empty
+variable counts as unset: -http-addr '' disables HTTP ingest,
+GATEWAY_HTTP_ADDR='' leaves it on its default address.
 
   go run ./telemetry-gateway -demo        # from examples/: the whole chain on loopback
 
@@ -198,6 +203,10 @@ Flags:
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	from := map[string]string{} // flag name -> how the user spelt it
 	var errs []error
+	formerSet := map[string]bool{} // present name -> its former name is on the command line
+	for former, now := range formerNames {
+		formerSet[now] = set[former]
+	}
 	fs.VisitAll(func(f *flag.Flag) {
 		from[f.Name] = "-" + f.Name
 		if set[f.Name] {
@@ -205,6 +214,9 @@ Flags:
 		}
 		if now, ok := formerNames[f.Name]; ok && (set[now] || getenv(envName(now)) != "") {
 			return // the flag's present name, on the command line or in its variable, wins
+		}
+		if formerSet[f.Name] {
+			return // the flag's former name on the command line wins over a variable
 		}
 		if v := getenv(envName(f.Name)); v != "" {
 			from[f.Name] = "$" + envName(f.Name)
@@ -215,7 +227,8 @@ Flags:
 	})
 	for former, now := range formerNames {
 		if (set[former] || from[former] != "-"+former) && !set[now] && from[now] == "-"+now {
-			from[now] = from[former] // a bad value is named as the user spelt its flag
+			_ = fs.Set(now, fs.Lookup(former).Value.String()) // checked with the present flag's value below
+			from[now] = from[former]                          // a bad value is named as the user spelt its flag
 		}
 	}
 	given := map[string]string{} // flag name -> its value, for the flags set by flag or variable
@@ -253,10 +266,29 @@ func (o *options) check(from, given map[string]string) []error {
 		{[]string{"ws-trusted", "ws-header", "ws-proxy-trusted", "ws-hosts", "ws-origins", "ws-proto-header"}, "ws-addr", o.wsAddr != ""},
 		{[]string{"http-header"}, "http-trusted", o.httpTrusted.Len() > 0},
 		{[]string{"kube-service", "kube-endpoint"}, "kube-health-addr", o.kubeHealthAddr != ""},
+		{[]string{"rate-burst", "rate-max-wait"}, "rate", o.rate > 0},
+		{[]string{"proxy-headerless", "proxy-header-timeout"}, "proxy-trusted, -proxy-trusted-file or -ws-proxy-trusted",
+			o.proxyTrusted.Len() > 0 || o.proxyTrustedFile != "" || o.wsProxyTrusted.Len() > 0},
+		{[]string{"v"}, "demo", o.demo},
+		{[]string{"http-trusted", "http-header"}, "http-addr", o.httpAddr != ""},
+		{[]string{"explain-allow"}, "admin-addr", o.adminAddr != ""},
+		{[]string{"sink-check-interval"}, "sink-min-free above 0", o.sinkMinFree > 0},
+		{[]string{"nats-duplicates"}, "nats-replicas above 0, which creates the stream it is the window of", o.natsReplicas > 0},
 	} {
 		for _, f := range n.flags {
 			if v, ok := given[f]; ok && !n.ok {
 				bad(f, fmt.Sprintf("%q", v), "needs -%s, without which it does nothing", n.needs)
+			}
+		}
+	}
+	if o.demo {
+		// The demo builds its own gateway on loopback: a flag given
+		// beside it would be ignored. A variable is left alone, so that
+		// the demo runs in a shell or container configured for the
+		// gateway itself.
+		for _, f := range slices.Sorted(maps.Keys(given)) {
+			if from[f] == "-"+f && f != "demo" && f != "v" && f != "version" {
+				bad(f, fmt.Sprintf("%q", given[f]), "contradicts -demo, which runs a gateway of its own on loopback and takes no flag but -v")
 			}
 		}
 	}
@@ -272,9 +304,34 @@ func (o *options) check(from, given map[string]string) []error {
 	if o.sinkMaxDevices <= 0 {
 		bad("sink-max-devices", o.sinkMaxDevices, "want at least 1 device")
 	}
+	if o.mqttAddr == "" {
+		bad("mqtt-addr", `""`, "want the MQTT listener's host:port; unlike -http-addr it cannot be disabled")
+	}
+	if o.sinkPath == "" && o.natsURL == "" {
+		bad("sink", `""`, "want the file readings are appended to, or -nats-url")
+	}
+	for _, h := range []struct {
+		name, header, listener string
+		trusted                clientip.PrefixSet
+	}{
+		{"http-header", o.httpHeader, o.httpAddr, o.httpTrusted},
+		{"ws-header", o.wsHeader, o.wsAddr, o.wsTrusted},
+	} {
+		if h.listener == "" || h.trusted.Len() == 0 {
+			continue // not read; the table above names a header given without its listener
+		}
+		if _, err := clientip.New(clientip.Config{TrustedProxies: h.trusted, Header: h.header}); err != nil {
+			bad(h.name, fmt.Sprintf("%q", h.header), "%v", err)
+		}
+	}
 	if o.natsURL != "" {
 		if from["sink"] != "-sink" || o.sinkPath != "telemetry.jsonl" {
 			bad("sink", o.sinkPath, "contradicts %s: readings go to JetStream or to a file, not both", from["nats-url"])
+		}
+		for _, f := range []string{"sink-sync", "sink-min-free", "sink-check-interval", "sink-max-devices"} {
+			if v, ok := given[f]; ok {
+				bad(f, v, "contradicts %s: it configures the -sink file, which JetStream replaces", from["nats-url"])
+			}
 		}
 		if o.natsStream == "" || strings.ContainsAny(o.natsStream, ".*> \t") {
 			bad("nats-stream", fmt.Sprintf("%q", o.natsStream), "want a stream name without '.', '*', '>' or spaces")
@@ -322,6 +379,11 @@ func (o *options) check(from, given map[string]string) []error {
 			bad(d.name, d.v, "want a duration > 0")
 		}
 	}
+	if o.drainDelay > 0 && o.shutdownTimeout > 0 && o.drainDelay >= o.shutdownTimeout {
+		// The drain delay is spent inside the shutdown's bound: nothing
+		// would be left to close the listeners and commit the sink.
+		bad("drain-delay", o.drainDelay, "want less than -shutdown-timeout %v, which bounds the whole shutdown, this delay included", o.shutdownTimeout)
+	}
 	if _, err := parseLevel(o.logLevel); err != nil || strings.EqualFold(o.logLevel, "off") {
 		bad("log-level", fmt.Sprintf("%q", o.logLevel), "want debug, info, warn or error")
 	}
@@ -336,6 +398,13 @@ func (o *options) check(from, given map[string]string) []error {
 	}
 	if ns, name, ok := strings.Cut(o.kubeService, "/"); o.kubeHealthAddr != "" && (!ok || ns == "" || name == "") {
 		bad("kube-service", fmt.Sprintf("%q", o.kubeService), "want namespace/name of the Service, which -kube-health-addr reports")
+	}
+	if v, ok := given["ws-hosts"]; ok && len(splitList(v)) == 0 {
+		// Empty means any host: a blank value must not turn the check off.
+		bad("ws-hosts", fmt.Sprintf("%q", v), "names no host: give hosts, or leave the flag unset to answer to any")
+	}
+	if o.tlsCert == "" && !o.tlsAtLB && len(splitList(o.tlsHosts)) == 0 {
+		bad("tls-hosts", fmt.Sprintf("%q", o.tlsHosts), "want at least one name or address for the generated certificate")
 	}
 	if _, err := o.wsOriginReader(); err != nil {
 		bad("ws-hosts", fmt.Sprintf("%q", o.wsHosts), "%v", err)
@@ -360,8 +429,23 @@ func (o *options) check(from, given map[string]string) []error {
 				bad(f.name, f.v, "contradicts %s: the load balancer terminates TLS and requires client certificates", from["tls-at-lb"])
 			}
 		}
+		if v, ok := given["tls-hosts"]; ok {
+			bad("tls-hosts", fmt.Sprintf("%q", v), "contradicts %s: the gateway generates no certificate", from["tls-at-lb"])
+		}
 		if o.wsAddr != "" {
 			bad("ws-addr", o.wsAddr, "contradicts %s: every CONNECT then needs a client certificate the load balancer verified, which no MQTT-over-WebSocket connection carries", from["tls-at-lb"])
+		}
+	}
+	if !o.tlsAtLB {
+		if (o.tlsCert == "") != (o.tlsKey == "") {
+			bad("tls-cert", fmt.Sprintf("%q", o.tlsCert), "needs -tls-key %q and the reverse: a certificate and its key, or neither (a generated certificate)", o.tlsKey)
+		}
+		if o.tlsCert != "" {
+			for _, f := range []string{"tls-hosts", "tls-self-signed-out"} {
+				if v, ok := given[f]; ok {
+					bad(f, fmt.Sprintf("%q", v), "contradicts %s: it is for the certificate generated without one", from["tls-cert"])
+				}
+			}
 		}
 	}
 	switch o.tlsClientAuth {
@@ -379,6 +463,14 @@ func (o *options) check(from, given map[string]string) []error {
 	}
 	return errs
 }
+
+// formerFlag is a flag's former name (formerNames): it keeps what it is
+// given, which parseOptions passes on to the flag's present name unless
+// that one was given at the same level or above.
+type formerFlag struct{ v string }
+
+func (f *formerFlag) String() string     { return f.v }
+func (f *formerFlag) Set(v string) error { f.v = v; return nil }
 
 // prefixFlag is a repeatable clientip.PrefixSet flag that refuses a value
 // naming no address: -proxy-trusted ' ' would otherwise turn PROXY protocol

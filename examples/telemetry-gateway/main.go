@@ -135,7 +135,15 @@ func (p *pipeWatch) Write(b []byte) (int, error) {
 // sink's), which Shutdown reports.
 func serve(ctx context.Context, o *options, logOut io.Writer) error {
 	var fileLBs clientip.PrefixSet
+	var hup chan os.Signal // nil without -proxy-trusted-file: never ready
 	if o.proxyTrustedFile != "" {
+		// SIGHUP is caught from before the file's first read: one sent
+		// while the gateway starts (the file changed meanwhile) reloads it
+		// once the gateway has started, instead of ending the process,
+		// which is SIGHUP's default action.
+		hup = make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
 		var err error
 		if fileLBs, err = readTrustFile(o.proxyTrustedFile); err != nil {
 			return fmt.Errorf("-proxy-trusted-file: %w", err)
@@ -146,14 +154,10 @@ func serve(ctx context.Context, o *options, logOut io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	var hup chan os.Signal // nil without -proxy-trusted-file: never ready
 	if o.proxyTrustedFile != "" {
 		if err := installTrustFile(g, fileLBs); err != nil {
 			return fmt.Errorf("-proxy-trusted-file: %w", err)
 		}
-		hup = make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
 	}
 	if err := g.Start(); err != nil {
 		return err
@@ -247,7 +251,7 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 	}
 	var topics *middleware.Policy
 	if o.topicPolicy != "" {
-		if topics, err = readTopicPolicy(o.topicPolicy); err != nil {
+		if topics, err = readTopicPolicy(o.topicPolicy, o.topicPrefix); err != nil {
 			return gateway.Config{}, fmt.Errorf("-topic-policy: %w", err)
 		}
 	}

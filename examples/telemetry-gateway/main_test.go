@@ -77,9 +77,11 @@ func TestOptionsFromFlagsAndEnvironment(t *testing.T) {
 }
 
 // TestFormerFlagName: -mochi-log-level, the former name of -mqtt-log-level,
-// and its variable still work, but the present name wins, on the command line
-// or in its variable, whatever the former one says (a leftover
-// GATEWAY_MOCHI_LOG_LEVEL overrode -mqtt-log-level given on the command line).
+// and its variable still work; a flag on the command line wins over any
+// variable, and the present name over the former at the same level (a
+// leftover GATEWAY_MOCHI_LOG_LEVEL overrode -mqtt-log-level given on the
+// command line; a review found the former flag winning when written after
+// the present one).
 func TestFormerFlagName(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -91,6 +93,12 @@ func TestFormerFlagName(t *testing.T) {
 		{"the former variable", nil, map[string]string{"GATEWAY_MOCHI_LOG_LEVEL": "error"}, "error"},
 		{"the present flag over the former variable", []string{"-mqtt-log-level", "debug"}, map[string]string{"GATEWAY_MOCHI_LOG_LEVEL": "error"}, "debug"},
 		{"the present variable over the former one", nil, map[string]string{"GATEWAY_MOCHI_LOG_LEVEL": "error", "GATEWAY_MQTT_LOG_LEVEL": "info"}, "info"},
+		// Both on the command line: the later one used to win, so the former
+		// overrode the present one when written after it.
+		{"the present flag over the former flag after it", []string{"-mqtt-log-level", "debug", "-mochi-log-level", "error"}, nil, "debug"},
+		{"the present flag over the former flag before it", []string{"-mochi-log-level", "error", "-mqtt-log-level", "debug"}, nil, "debug"},
+		// A flag on the command line wins over any variable, as -help says.
+		{"the former flag over the present variable", []string{"-mochi-log-level", "error"}, map[string]string{"GATEWAY_MQTT_LOG_LEVEL": "info"}, "error"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			o, err := parseOptions(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
@@ -160,11 +168,43 @@ func TestUsageErrors(t *testing.T) {
 		{"WebSocket proxies without a WebSocket listener", []string{"-ws-trusted", "10.0.0.0/8"}, nil, `-ws-trusted "10.0.0.0/8": needs -ws-addr`},
 		{"an HTTP header nobody trusted writes", []string{"-http-header", "X-Real-IP"}, nil, `-http-header "X-Real-IP": needs -http-trusted`},
 		{"a Service without the health check", []string{"-kube-service", "default/gw"}, nil, `-kube-service "default/gw": needs -kube-health-addr`},
+		// A review found each of these accepted and ignored too.
+		{"a burst without a rate", []string{"-rate-burst", "5"}, nil, `-rate-burst "5": needs -rate`},
+		{"a rate wait from the environment without a rate", nil, map[string]string{"GATEWAY_RATE_MAX_WAIT": "5s"}, `$GATEWAY_RATE_MAX_WAIT "5s": needs -rate`},
+		{"headerless load balancers without any", []string{"-proxy-headerless", "allow"}, nil, `-proxy-headerless "allow": needs -proxy-trusted, -proxy-trusted-file or -ws-proxy-trusted`},
+		{"a PROXY header timeout without PROXY protocol", []string{"-proxy-header-timeout", "1s"}, nil, `-proxy-header-timeout "1s": needs -proxy-trusted`},
+		{"verbose without the demo", []string{"-v"}, nil, `-v "true": needs -demo`},
+		{"an empty MQTT address", []string{"-mqtt-addr", ""}, nil, `-mqtt-addr "": want the MQTT listener's host:port`},
+		{"an empty sink path", []string{"-sink", ""}, nil, `-sink "": want the file readings are appended to, or -nats-url`},
+		{"an HTTP header that is no field name", []string{"-http-trusted", "10.0.0.0/8", "-http-header", "X Real IP"}, nil, `-http-header "X Real IP": clientip: invalid configuration`},
+		{"a WebSocket header that is no field name", []string{"-ws-addr", ":8081", "-ws-trusted", "10.0.0.0/8", "-ws-header", "X:F"}, nil, `-ws-header "X:F": clientip: invalid configuration`},
+		{"HTTP proxies with HTTP ingest disabled", []string{"-http-addr", "", "-http-trusted", "10.0.0.0/8"}, nil, `-http-trusted "10.0.0.0/8": needs -http-addr`},
+		{"explain operators without the admin listener", []string{"-admin-addr", "", "-explain-allow", "10.0.0.0/8"}, nil, `-explain-allow "10.0.0.0/8": needs -admin-addr`},
+		{"a free-space interval with the check off", []string{"-sink-min-free", "0", "-sink-check-interval", "5s"}, nil, `-sink-check-interval "5s": needs -sink-min-free above 0`},
+		{"a drain delay as long as the whole shutdown", []string{"-drain-delay", "30s"}, nil, "-drain-delay 30s: want less than -shutdown-timeout 30s"},
+		{"a duplicate window for a stream never created", []string{"-nats-url", "nats://127.0.0.1:4222", "-nats-duplicates", "5m"}, nil, `-nats-duplicates "5m0s": needs -nats-replicas above 0`},
+		{"blank WebSocket hosts, which would answer to any", []string{"-ws-addr", ":8081", "-ws-hosts", " , "}, nil, `-ws-hosts " , ": names no host`},
+		{"blank WebSocket hosts from the environment", []string{"-ws-addr", ":8081"}, map[string]string{"GATEWAY_WS_HOSTS": ","}, `$GATEWAY_WS_HOSTS ",": names no host`},
+		{"no name for the generated certificate", []string{"-tls-hosts", ","}, nil, `-tls-hosts ",": want at least one name or address`},
+		{"a flag beside the demo", []string{"-demo", "-mqtt-addr", ":1"}, nil, `-mqtt-addr ":1": contradicts -demo`},
+		{"a file sink's fsync mode beside JetStream", []string{"-nats-url", "nats://127.0.0.1:4222", "-sink-sync", "write"}, nil, "-sink-sync write: contradicts -nats-url"},
+		{"a file sink's device index beside JetStream", []string{"-nats-url", "nats://127.0.0.1:4222"}, map[string]string{"GATEWAY_SINK_MAX_DEVICES": "10"}, "$GATEWAY_SINK_MAX_DEVICES 10: contradicts -nats-url"},
+		{"a key without its certificate", []string{"-tls-key", "k.pem"}, nil, `-tls-cert "": needs -tls-key "k.pem"`},
+		{"a certificate without its key", []string{"-tls-cert", "c.pem"}, nil, `-tls-cert "c.pem": needs -tls-key ""`},
+		{"self-signed names beside a certificate", []string{"-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-hosts", "gw.example"}, nil, `-tls-hosts "gw.example": contradicts -tls-cert`},
+		{"a self-signed output beside a certificate", []string{"-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-self-signed-out", "pin.pem"}, nil, `-tls-self-signed-out "pin.pem": contradicts -tls-cert`},
+		{"self-signed names with TLS at the load balancer", []string{"-tls-at-lb", "-proxy-trusted", "10.0.0.1", "-tls-hosts", "gw.example"}, nil, `-tls-hosts "gw.example": contradicts -tls-at-lb`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// A configuration that is wrongly accepted starts a gateway:
+			// in a directory of its own, and stopped at once by the
+			// canceled context, so that the test fails instead of serving.
+			t.Chdir(t.TempDir())
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
 			var stdout, stderr bytes.Buffer
-			code := run(t.Context(), tt.args, func(k string) string { return tt.env[k] }, &stdout, &stderr)
+			code := run(ctx, tt.args, func(k string) string { return tt.env[k] }, &stdout, &stderr)
 			assert.Equal(t, 2, code, "exit code; stderr:\n%s", stderr.String())
 			assert.Contains(t, stderr.String(), tt.want)
 			assert.Empty(t, stdout.String(), "nothing started")

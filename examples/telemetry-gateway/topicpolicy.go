@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/middleware"
@@ -45,16 +47,17 @@ func (r topicRule) rule() middleware.Rule {
 //
 // Unknown fields and trailing data are errors, and so is anything
 // middleware.NewPolicy refuses (a filter an earlier rule always covers, a
-// repeated name).
-func readTopicPolicy(path string) (*middleware.Policy, error) {
+// repeated name) and a filter that matches no topic under prefix, the
+// -topic-prefix devices may publish to: such a rule never applies.
+func readTopicPolicy(path, prefix string) (*middleware.Policy, error) {
 	b, err := readConfigFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return parseTopicPolicy(b)
+	return parseTopicPolicy(b, prefix)
 }
 
-func parseTopicPolicy(b []byte) (*middleware.Policy, error) {
+func parseTopicPolicy(b []byte, prefix string) (*middleware.Policy, error) {
 	var file topicPolicyFile
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -71,5 +74,49 @@ func parseTopicPolicy(b []byte) (*middleware.Policy, error) {
 	for _, r := range file.Rules {
 		cfg.Rules = append(cfg.Rules, r.rule())
 	}
-	return middleware.NewPolicy(cfg)
+	p, err := middleware.NewPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range file.Rules {
+		if !matchesUnder(r.Topic, prefix) {
+			return nil, fmt.Errorf("rule %q: topic filter %q matches no topic under -topic-prefix %q, so it never applies", r.Name, r.Topic, prefix)
+		}
+	}
+	return p, nil
+}
+
+// matchesUnder reports whether the MQTT topic filter f, which
+// middleware.NewPolicy has checked, matches any topic name that starts
+// with prefix.
+func matchesUnder(f, prefix string) bool {
+	levels := strings.Split(f, "/")
+	p := prefix // what the topic must still start with
+	for i, l := range levels {
+		switch l {
+		case "#":
+			return true
+		case "+":
+			j := strings.IndexByte(p, '/')
+			if j < 0 {
+				return true // the prefix ends inside the level + matches
+			}
+			p = p[j:]
+		default:
+			if len(p) <= len(l) {
+				return strings.HasPrefix(l, p) // the topic goes on to complete l
+			}
+			if !strings.HasPrefix(p, l) {
+				return false
+			}
+			p = p[len(l):]
+		}
+		// The prefix goes on past this level: it must start the next one,
+		// which the filter must have.
+		if i == len(levels)-1 || p[0] != '/' {
+			return false
+		}
+		p = p[1:]
+	}
+	return false
 }

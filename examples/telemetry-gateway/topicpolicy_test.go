@@ -18,7 +18,7 @@ func TestParseTopicPolicy(t *testing.T) {
 		{"name": "firmware", "topic": "telemetry/+/firmware", "allow": "10.1.0.0/24"},
 		{"name": "fleet", "topic": "telemetry/#", "allow": "10.0.0.0/8, 2001:db8::/32", "deny": "10.66.0.0/16"}],
 	 "default": {"allow": ""}}`
-	p, err := parseTopicPolicy([]byte(good))
+	p, err := parseTopicPolicy([]byte(good), "telemetry/")
 	require.NoError(t, err)
 	client := func(a string) clientip.Result {
 		return clientip.Result{Client: netip.MustParseAddr(a), Source: clientip.SourceProxyProtocol}
@@ -53,7 +53,7 @@ func TestParseTopicPolicy(t *testing.T) {
 		{"unnamed rule", `{"rules": [{"topic": "t"}]}`, "1 to 64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseTopicPolicy([]byte(tc.json))
+			_, err := parseTopicPolicy([]byte(tc.json), "telemetry/")
 			assert.ErrorContains(t, err, tc.want)
 		})
 	}
@@ -62,13 +62,49 @@ func TestParseTopicPolicy(t *testing.T) {
 func TestReadTopicPolicy(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "topics.json")
 	require.NoError(t, os.WriteFile(path, []byte(`{"rules": [{"name": "all", "topic": "telemetry/#", "allow": "loopback"}]}`), 0o600))
-	p, err := readTopicPolicy(path)
+	p, err := readTopicPolicy(path, "telemetry/")
 	require.NoError(t, err)
 	assert.True(t, p.Decide("telemetry/x", clientip.Result{Client: netip.MustParseAddr("127.0.0.1")}, nil).Allowed())
-	_, err = readTopicPolicy(filepath.Join(t.TempDir(), "missing.json"))
+	_, err = readTopicPolicy(filepath.Join(t.TempDir(), "missing.json"), "telemetry/")
 	assert.Error(t, err)
 	big := filepath.Join(t.TempDir(), "big.json")
 	require.NoError(t, os.WriteFile(big, make([]byte, maxConfigFileBytes+1), 0o600))
-	_, err = readTopicPolicy(big)
+	_, err = readTopicPolicy(big, "telemetry/")
 	assert.ErrorContains(t, err, "larger than")
+}
+
+// TestTopicPolicyRuleOutsideThePrefix: a rule whose topic filter matches no
+// topic under -topic-prefix never applies, and the policy is refused; it
+// was accepted, so a deny rule with a misspelt filter ("Telemetry/#") left
+// the default to admit the clients it was written to refuse (found by the
+// command review, 2026-12-03).
+func TestTopicPolicyRuleOutsideThePrefix(t *testing.T) {
+	const misspelt = `{"rules": [{"name": "quarantine", "topic": "Telemetry/#", "deny": "10.66.0.0/16"}],
+	 "default": {"allow": "10.0.0.0/8"}}`
+	_, err := parseTopicPolicy([]byte(misspelt), "telemetry/")
+	require.ErrorContains(t, err, `rule "quarantine": topic filter "Telemetry/#" matches no topic under -topic-prefix "telemetry/"`)
+
+	for _, tc := range []struct {
+		filter, prefix string
+		matches        bool
+	}{
+		{"telemetry/#", "telemetry/", true},
+		{"telemetry/+/firmware", "telemetry/", true},
+		{"#", "telemetry/", true},
+		{"+/d1", "telemetry/", true},
+		{"+", "telemetry", true},
+		{"telemetry/#", "tele", true},
+		{"telemetry/#", "telemetry/eu/", true},
+		{"telemetry/+/+", "telemetry/eu/", true},
+		{"telemetry/eu", "telemetry/eu", true},
+		{"other/#", "telemetry/", false},
+		{"Telemetry/#", "telemetry/", false},
+		{"telemetry", "telemetry/", false},
+		{"tel", "tele", false},
+		{"telemetry/+", "telemetry/eu/", false},
+		{"telemetry/us/#", "telemetry/eu/", false},
+		{"+/+", "a/b/c", false},
+	} {
+		assert.Equal(t, tc.matches, matchesUnder(tc.filter, tc.prefix), "filter %q under prefix %q", tc.filter, tc.prefix)
+	}
 }

@@ -126,3 +126,39 @@ func TestProxyTrustedFileMissing(t *testing.T) {
 	assert.Contains(t, stderr.String(), "-proxy-trusted-file: open ")
 	assert.NoFileExists(t, filepath.Join(dir, "t.jsonl"), "the gateway started")
 }
+
+// TestProxyTrustedFileSIGHUPWhileStarting: a SIGHUP that arrives while the
+// gateway starts, after it began reading -proxy-trusted-file, reloads the
+// file once the gateway has started. It ended the process (SIGHUP's default
+// action: SIGHUP was caught only once the gateway had started), so a
+// ConfigMap change during a slow start restarted the gateway (found by the
+// command review, 2026-12-03). A FIFO holds the start in the file's first
+// read.
+func TestProxyTrustedFileSIGHUPWhileStarting(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "lbs.fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	// write opens the FIFO, which returns once the gateway opened it to
+	// read, and writes the load balancers.
+	write := func(lbs string) {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteString(lbs)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	logs, stop := serveCommand(t, "-sink", filepath.Join(dir, "t.jsonl"), "-http-addr", "", "-proxy-trusted-file", fifo)
+
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0) // the gateway is reading the file: it has not started
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	_, err = f.WriteString("127.0.0.200\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	logs.field(t, "gateway started", "mqtt")
+	write("127.0.0.201\n") // the reload the SIGHUP asked for
+	changed := logs.waitLines(t, "trust changed", 2)
+	assert.Equal(t, map[string]any{"ranges": "proxy-trusted-file", "trusted_proxies_added": "127.0.0.201/32", "trusted_proxies_removed": "127.0.0.200/32"}, changed[1]["change"])
+	require.Equal(t, 0, stop(), "exit code; log:\n%s", &logs.raw)
+}

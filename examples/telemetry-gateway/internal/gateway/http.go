@@ -154,7 +154,7 @@ func (g *Gateway) router() (http.Handler, error) {
 		return nil, err
 	}
 	r := chi.NewRouter()
-	r.Use(g.accessLog, resolve)
+	r.Use(g.accessLog, resolve, g.refuseCrossOrigin)
 	if g.allow != nil {
 		sr, err := middleware.NewSourceRanges(middleware.SourceRangesConfig{
 			Allow:    g.cfg.Allow,
@@ -173,6 +173,23 @@ func (g *Gateway) router() (http.Handler, error) {
 	r.Post("/v1/telemetry", g.ingest)
 	r.Get("/v1/whoami", g.whoami)
 	return r, nil
+}
+
+// refuseCrossOrigin answers 403 to a POST a browser makes for a page of
+// another site (Sec-Fetch-Site, or an Origin other than the Host): a page
+// must not use a browser inside the allowlist to send readings, as the
+// WebSocket listener's origin check keeps it from opening MQTT sessions.
+// Devices send neither header and pass.
+func (g *Gateway) refuseCrossOrigin(next http.Handler) http.Handler {
+	var cop http.CrossOriginProtection // no trusted origins
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := cop.Check(r); err != nil {
+			g.met.message(r.Context(), "http", "refused")
+			g.httpError(w, r, http.StatusForbidden, "cross-origin browser request refused")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (g *Gateway) startHTTP() error {
@@ -204,7 +221,14 @@ func (g *Gateway) ingest(w http.ResponseWriter, r *http.Request) {
 	if limit <= 0 {
 		limit = reading.DefaultMaxBytes
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+	// A body announced larger than the limit is refused before it is read:
+	// for a request that asks for "Expect: 100-continue", reading would
+	// answer 100 Continue and invite the whole body (RFC 9110 §10.1.1).
+	var body []byte
+	var err error = &http.MaxBytesError{Limit: int64(limit)}
+	if r.ContentLength <= int64(limit) {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

@@ -335,3 +335,78 @@ func TestHangUpWhileWaitingIsNotASinkFailure(t *testing.T) {
 	require.NoError(t, e.g.Shutdown(t.Context(), 0))
 	assert.Equal(t, clients+1, e.summary(t).Unique, "the abandoned readings were queued, so they are written")
 }
+
+// TestTooLargeBodyRefusedBeforeContinue: a request that announces a body
+// larger than MaxPayload and asks for "Expect: 100-continue" is answered 413
+// at once, without 100 Continue (RFC 9110 §10.1.1: a server that will refuse
+// the request sends the final status instead). The gateway answered 100
+// Continue, inviting the whole body, and refused it only after reading
+// MaxPayload bytes of it (found by the command review, 2026-12-03).
+func TestTooLargeBodyRefusedBeforeContinue(t *testing.T) {
+	const limit = 1024
+	e := start(t, func(c *Config) {
+		c.HTTPAddr = "127.0.0.1:0"
+		c.MaxPayload = limit
+	})
+	c, err := net.Dial("tcp", e.g.HTTPAddr())
+	require.NoError(t, err)
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/telemetry HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", 1<<30)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "the first answer to a request announcing 1 GiB")
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "http request", "status": "413", "problem": "reading: payload too large*"})
+
+	// A body that fits is still taken after 100 Continue.
+	req, err := http.NewRequest(http.MethodPost, "http://"+e.g.HTTPAddr()+"/v1/telemetry", strings.NewReader(`{"device":"hc","seq":1}`))
+	require.NoError(t, err)
+	req.Header.Set("Expect", "100-continue")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+}
+
+// TestCrossSiteBrowserPostRefused: a page on another site that makes a
+// browser inside the allowlist POST a reading (a "simple" request: text/plain,
+// no CORS preflight) is refused with 403 and nothing is written, as the
+// WebSocket listener refuses an upgrade from a foreign Origin; the reading
+// was stored with the browser's address as its provenance, past -allow
+// (found by the command review, 2026-12-03). Devices send neither Origin nor
+// Sec-Fetch-Site and are served as before.
+func TestCrossSiteBrowserPostRefused(t *testing.T) {
+	e := start(t, func(c *Config) {
+		c.HTTPAddr = "127.0.0.1:0"
+		c.Allow = clientip.MustParsePrefixSet("127.0.0.0/8")
+	})
+	url := "http://" + e.g.HTTPAddr() + "/v1/telemetry"
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+	}{
+		{"a browser that sends Sec-Fetch-Site", map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}},
+		{"an older browser that sends only Origin", map[string]string{"Origin": "https://evil.example"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"device":"victim","seq":1}`))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "text/plain")
+			for k, v := range tc.headers {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%s", b)
+		})
+	}
+	e.logs.wait(t, 3*time.Second, map[string]string{"msg": "http request", "status": "403", "problem": "cross-origin*"})
+	status, body := post(t, http.DefaultClient, url, "", `{"device":"dev","seq":1}`)
+	assert.Equal(t, http.StatusCreated, status, "a device's POST: %s", body)
+	recs := e.records(t)
+	require.Len(t, recs, 1, "what was written: %+v", recs)
+	assert.Equal(t, "dev", recs[0].Device)
+}
