@@ -170,13 +170,13 @@ func FactsFromConn(c net.Conn) (Facts, bool) {
 // the listener judged c with, loaded once when c arrived: the walk then reads
 // the PROXY layer under the trust that decided to believe it, even if t (a
 // *clientip.Store) has changed since. Otherwise it is t.Resolver(), loaded
-// now. It returns nil when t is nil or a nil pointer (such as a
-// *clientip.Store never set). It does not allocate.
+// now. It returns nil when t is nil or has no resolver (a nil
+// *clientip.Store, never set). It does not allocate.
 //
 // Trust values are compared with ==; a Trust of a type that is not
 // comparable never matches, and c is resolved with t.Resolver().
 func ResolverFromConn(c net.Conn, t clientip.Trust) *clientip.Resolver {
-	if t == nil || nilPointer(t) {
+	if t == nil {
 		return nil
 	}
 	if pc := unwrap(c); pc != nil && pc.res != nil && sameTrust(pc.trust, t) {
@@ -190,13 +190,6 @@ func ResolverFromConn(c net.Conn, t clientip.Trust) *clientip.Resolver {
 func sameTrust(a, b clientip.Trust) bool {
 	ta := reflect.TypeOf(a)
 	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
-}
-
-// nilPointer reports whether t holds a nil pointer, a typed nil whose
-// Resolver method may dereference it (a *clientip.Store's does).
-func nilPointer(t clientip.Trust) bool {
-	v := reflect.ValueOf(t)
-	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // unwrap returns the *Conn that c is or wraps, or nil.

@@ -50,8 +50,8 @@ type Config struct {
 	// per connection and judges the whole connection with it; the resolver
 	// travels with the connection ([ResolverFromConn]) so that the walk reads
 	// the PROXY layer under the trust that believed it. Nil (the default)
-	// trusts no upstream; a nil pointer (a *clientip.Store never set) is a
-	// configuration error.
+	// trusts no upstream; a Trust without a resolver (a nil
+	// *clientip.Store, never set) is a configuration error.
 	//
 	// In hop-count mode (clientip.Config.TrustedHops) without
 	// TrustedProxies, the walk steps over any socket peer, but the listener
@@ -460,8 +460,8 @@ func (l *Listener) trusts(r *clientip.Resolver, peer netip.AddrPort) bool {
 	return c.TrustedHops == 0 || c.TrustedProxies.Len() > 0
 }
 
-// checkUpstreams refuses Upstreams without a Trust, a Trust that is a nil
-// pointer or whose Resolver is nil, and an Upstreams prefix the Trust's
+// checkUpstreams refuses Upstreams without a Trust, a Trust whose Resolver
+// is nil (a nil *clientip.Store's is), and an Upstreams prefix the Trust's
 // resolver does not trust.
 func checkUpstreams(t clientip.Trust, ups clientip.PrefixSet) error {
 	if t == nil {
@@ -470,12 +470,9 @@ func checkUpstreams(t clientip.Trust, ups clientip.PrefixSet) error {
 		}
 		return nil
 	}
-	if nilPointer(t) {
-		return fmt.Errorf("%w: Trust is a nil %T", ErrInvalidConfig, t)
-	}
 	r := t.Resolver()
-	if r == nil {
-		return fmt.Errorf("%w: Trust returned a nil Resolver", ErrInvalidConfig)
+	if r == nil { // a nil *clientip.Store, say
+		return fmt.Errorf("%w: Trust %T returned a nil Resolver", ErrInvalidConfig, t)
 	}
 	c := r.Config()
 	if c.TrustedHops > 0 && c.TrustedProxies.Len() == 0 {

@@ -41,7 +41,7 @@ func TestNewListenerUpstreams(t *testing.T) {
 		{name: "a Trust without a resolver", trust: nilTrust{}, wantErr: "nil Resolver"},
 		// A typed nil: a *clientip.Store variable never assigned, whose
 		// Resolver method dereferences its receiver. NewListener panicked.
-		{name: "a nil *clientip.Store is a configuration error, not a panic", trust: (*clientip.Store)(nil), wantErr: "Trust is a nil *clientip.Store"},
+		{name: "a nil *clientip.Store is a configuration error, not a panic", trust: (*clientip.Store)(nil), wantErr: "Trust *clientip.Store returned a nil Resolver"},
 		{name: "hop-count mode without TrustedProxies admits any Upstreams",
 			trust: clientip.MustNew(clientip.Config{TrustedHops: 1}), upstreams: "192.0.2.0/24"},
 		{name: "hop-count mode with TrustedProxies checks against them",

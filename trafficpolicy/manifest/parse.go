@@ -340,6 +340,7 @@ func (m *manifest) service() (trafficpolicy.Service, error) {
 const (
 	annSourceRanges     = "service.beta.kubernetes.io/load-balancer-source-ranges"
 	annAWSProxyProtocol = "service.beta.kubernetes.io/aws-load-balancer-proxy-protocol"
+	annAWSType          = "service.beta.kubernetes.io/aws-load-balancer-type"
 )
 
 // proxyProtocolAnnotations maps a cloud's PROXY-protocol annotation to a
@@ -364,18 +365,17 @@ func isVersion(v string) bool { return v == "v1" || v == "v2" }
 func isSet(v string) bool     { return v != "" && !strings.EqualFold(v, "false") }
 
 func inferLB(ann map[string]string) (trafficpolicy.LBKind, string) {
-	const awsType = "service.beta.kubernetes.io/aws-load-balancer-type"
 	preserves, controller, why := awsControllerPreserves(ann)
 	for _, a := range proxyProtocolAnnotations {
 		if v, ok := ann[a.key]; ok && a.on(v) {
-			if a.key == annAWSProxyProtocol && (strings.EqualFold(ann[awsType], "nlb") || controller && preserves) {
+			if a.key == annAWSProxyProtocol && (strings.EqualFold(ann[annAWSType], "nlb") || controller && preserves) {
 				return trafficpolicy.LBPassthroughProxyProtocol, a.key
 			}
 			return trafficpolicy.LBProxyProtocol, a.key
 		}
 	}
-	if strings.EqualFold(ann[awsType], "nlb") {
-		return trafficpolicy.LBPassthrough, awsType
+	if strings.EqualFold(ann[annAWSType], "nlb") {
+		return trafficpolicy.LBPassthrough, annAWSType
 	}
 	if controller {
 		if preserves {
@@ -404,11 +404,10 @@ func inferLB(ann map[string]string) (trafficpolicy.LBKind, string) {
 // over TCP and TLS).
 func awsControllerPreserves(ann map[string]string) (preserves, controller bool, why string) {
 	const (
-		awsType    = "service.beta.kubernetes.io/aws-load-balancer-type"
 		targetType = "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type"
 		attributes = "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes"
 	)
-	kind := strings.ToLower(ann[awsType])
+	kind := strings.ToLower(ann[annAWSType])
 	if kind != "external" && kind != "nlb-ip" {
 		return false, false, ""
 	}
@@ -416,7 +415,7 @@ func awsControllerPreserves(ann map[string]string) (preserves, controller bool, 
 	if kind == "nlb-ip" {
 		target = "ip"
 	}
-	preserves, why = target != "ip", awsType
+	preserves, why = target != "ip", annAWSType
 	if _, ok := ann[targetType]; ok && kind == "external" {
 		why = targetType
 	}
