@@ -435,10 +435,14 @@ func (g *Gateway) Ready() error {
 func (g *Gateway) Shutdown(ctx context.Context, drainDelay time.Duration) error {
 	var err error
 	g.shutdown.Do(func() {
-		g.draining.Store(true)
+		// The endpoint turns terminating before readiness fails, so that
+		// no probe sees a gateway that is not ready yet still counts
+		// itself as a local endpoint (kube-proxy's health check and
+		// /readyz agree from the first failing answer on).
 		if g.endpoints != nil {
 			g.endpoints.Set(g.kubeEP, trafficpolicy.EndpointTerminating)
 		}
+		g.draining.Store(true)
 		g.log.Info("gateway draining", "delay", drainDelay)
 		if drainDelay > 0 {
 			select {
