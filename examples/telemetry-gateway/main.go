@@ -134,16 +134,17 @@ func (p *pipeWatch) Write(b []byte) (int, error) {
 // first thing that went wrong: start-up, or a failure while serving (the
 // sink's), which Shutdown reports.
 func serve(ctx context.Context, o *options, logOut io.Writer) error {
+	// SIGHUP is caught from the start, with or without a file to reload:
+	// one sent while the gateway starts (the file changed meanwhile)
+	// reloads it once the gateway has started, and one sent to a gateway
+	// without -proxy-trusted-file (a reload hook that servers like nginx
+	// and mosquitto honour, sent to every container) is logged, instead of
+	// ending the process, which is SIGHUP's default action.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var fileLBs clientip.PrefixSet
-	var hup chan os.Signal // nil without -proxy-trusted-file: never ready
 	if o.proxyTrustedFile != "" {
-		// SIGHUP is caught from before the file's first read: one sent
-		// while the gateway starts (the file changed meanwhile) reloads it
-		// once the gateway has started, instead of ending the process,
-		// which is SIGHUP's default action.
-		hup = make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
 		var err error
 		if fileLBs, err = readTrustFile(o.proxyTrustedFile); err != nil {
 			return fmt.Errorf("-proxy-trusted-file: %w", err)
@@ -165,6 +166,10 @@ func serve(ctx context.Context, o *options, logOut io.Writer) error {
 	for ctx.Err() == nil {
 		select {
 		case <-hup:
+			if o.proxyTrustedFile == "" {
+				log.Info("SIGHUP: nothing to reload (no -proxy-trusted-file); serving on")
+				continue
+			}
 			reloadTrustFile(g, o.proxyTrustedFile, log)
 		case <-ctx.Done():
 		}

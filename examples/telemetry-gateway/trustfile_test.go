@@ -162,3 +162,20 @@ func TestProxyTrustedFileSIGHUPWhileStarting(t *testing.T) {
 	assert.Equal(t, map[string]any{"ranges": "proxy-trusted-file", "trusted_proxies_added": "127.0.0.201/32", "trusted_proxies_removed": "127.0.0.200/32"}, changed[1]["change"])
 	require.Equal(t, 0, stop(), "exit code; log:\n%s", &logs.raw)
 }
+
+// TestSIGHUPWithoutTrustFile: a SIGHUP to a gateway without
+// -proxy-trusted-file is logged and the gateway serves on. It ended the
+// process (SIGHUP's default action: the signal was caught only with a file
+// to reload), so a reload hook sent to every container, or a config-reloader
+// sidecar's signal, restarted the gateway and dropped its devices (left
+// alone by the command review, 2026-12-03). Without the handler the signal
+// ends this test binary.
+func TestSIGHUPWithoutTrustFile(t *testing.T) {
+	dir := t.TempDir()
+	logs, stop := serveCommand(t, "-sink", filepath.Join(dir, "t.jsonl"), "-http-addr", "")
+	logs.field(t, "gateway started", "mqtt")
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	logs.waitLines(t, "SIGHUP: nothing to reload (no -proxy-trusted-file); serving on", 1)
+	require.Equal(t, 0, stop(), "exit code; log:\n%s", &logs.raw)
+	assert.Len(t, logs.with("signal received; shutting down"), 1, "the gateway shut down once, when the test stopped it")
+}
