@@ -146,7 +146,7 @@ func serve(ctx context.Context, o *options, logOut io.Writer) error {
 	var fileLBs clientip.PrefixSet
 	if o.proxyTrustedFile != "" {
 		var err error
-		if fileLBs, err = readTrustFile(o.proxyTrustedFile); err != nil {
+		if fileLBs, err = readTrustFile(ctx, o.proxyTrustedFile); err != nil {
 			return fmt.Errorf("-proxy-trusted-file: %w", err)
 		}
 	}
@@ -170,7 +170,7 @@ func serve(ctx context.Context, o *options, logOut io.Writer) error {
 				log.Info("SIGHUP: nothing to reload (no -proxy-trusted-file); serving on")
 				continue
 			}
-			reloadTrustFile(g, o.proxyTrustedFile, log)
+			reloadTrustFile(ctx, g, o.proxyTrustedFile, log)
 		case <-ctx.Done():
 		}
 	}

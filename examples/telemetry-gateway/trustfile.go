@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,8 +42,28 @@ func readConfigFile(path string) ([]byte, error) {
 // readTrustFile reads a list of load balancers: one address or CIDR prefix
 // per line, '#' comments, as clientip/ranges reads a plain CIDR list. A file
 // without any entry is the empty set: it trusts no load balancer.
-func readTrustFile(path string) (clientip.PrefixSet, error) {
-	b, err := readConfigFile(path)
+//
+// It returns ctx's error when ctx is done first: the file may be a pipe
+// (-proxy-trusted-file <(…), or a named pipe) whose open or read waits for
+// a writer that never comes, and a shutdown signal must not wait for it.
+// The read left behind ends with the process.
+func readTrustFile(ctx context.Context, path string) (clientip.PrefixSet, error) {
+	type read struct {
+		b   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b, err := readConfigFile(path)
+		done <- read{b, err}
+	}()
+	var r read
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		return clientip.PrefixSet{}, fmt.Errorf("%s: not read before the gateway was stopped: %w", path, context.Cause(ctx))
+	}
+	b, err := r.b, r.err
 	if err != nil {
 		return clientip.PrefixSet{}, err
 	}
@@ -67,9 +88,9 @@ func installTrustFile(g *gateway.Gateway, set clientip.PrefixSet) error {
 
 // reloadTrustFile re-reads path on SIGHUP and installs it: a file that
 // cannot be read or parsed is logged, and the trust in force stays.
-func reloadTrustFile(g *gateway.Gateway, path string, log *slog.Logger) {
+func reloadTrustFile(ctx context.Context, g *gateway.Gateway, path string, log *slog.Logger) {
 	log.Info("SIGHUP: reloading -proxy-trusted-file", "path", path)
-	set, err := readTrustFile(path)
+	set, err := readTrustFile(ctx, path)
 	if err == nil {
 		err = installTrustFile(g, set)
 	}

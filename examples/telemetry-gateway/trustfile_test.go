@@ -179,3 +179,45 @@ func TestSIGHUPWithoutTrustFile(t *testing.T) {
 	require.Equal(t, 0, stop(), "exit code; log:\n%s", &logs.raw)
 	assert.Len(t, logs.with("signal received; shutting down"), 1, "the gateway shut down once, when the test stopped it")
 }
+
+// TestProxyTrustedFileThatBlocksDoesNotHoldShutdown: a -proxy-trusted-file
+// that is a pipe with no writer (a named pipe, or <(…) whose command
+// hangs) holds its read; SIGTERM stops the gateway all the same, during a
+// reload (it waited for the read, so the drain never began and the
+// orchestrator's SIGKILL ended the process) and during the start (the
+// command exits 1: the gateway did not start).
+func TestProxyTrustedFileThatBlocksDoesNotHoldShutdown(t *testing.T) {
+	t.Run("reload", func(t *testing.T) {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "lbs.txt")
+		require.NoError(t, os.WriteFile(file, []byte("127.0.0.200\n"), 0o644))
+		logs, stop := serveCommand(t, "-sink", filepath.Join(dir, "t.jsonl"), "-http-addr", "", "-proxy-trusted-file", file)
+		logs.field(t, "gateway started", "mqtt")
+		require.NoError(t, os.Remove(file))
+		require.NoError(t, syscall.Mkfifo(file, 0o600))
+		require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+		logs.waitLines(t, "SIGHUP: reloading -proxy-trusted-file", 1)
+		require.Equal(t, 0, stop(), "exit code; log:\n%s", &logs.raw)
+		assert.Len(t, logs.with("gateway stopped"), 1, "the gateway drained:\n%s", &logs.raw)
+		unblockFIFO(t, file)
+	})
+	t.Run("start", func(t *testing.T) {
+		dir := t.TempDir()
+		fifo := filepath.Join(dir, "lbs.fifo")
+		require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+		logs, stop := serveCommand(t, "-sink", filepath.Join(dir, "t.jsonl"), "-http-addr", "", "-proxy-trusted-file", fifo)
+		require.Equal(t, 1, stop(), "exit code; log:\n%s", &logs.raw)
+		assert.Contains(t, logs.raw.String(), "not read before the gateway was stopped")
+		assert.NoFileExists(t, filepath.Join(dir, "t.jsonl"), "the gateway started")
+		unblockFIFO(t, fifo)
+	})
+}
+
+// unblockFIFO opens the named pipe for writing and closes it, so that the
+// read the gateway left behind ends instead of outliving the test.
+func unblockFIFO(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
