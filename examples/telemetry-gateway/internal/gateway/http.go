@@ -213,50 +213,39 @@ func (g *Gateway) startHTTP() error {
 // durable (a retry), 400 with the reason when it is not a valid reading,
 // 413 when too large, 429 when the client is over its rate, 503 when the
 // sink cannot take it. Nothing is written unless the whole body is valid.
+//
+// Every request is charged to the client's rate, valid or not, as every
+// MQTT PUBLISH is: a client over its rate gets 429 before its body is read,
+// so that invalid bodies cost the gateway no more than the rate allows. A
+// masqueraded client (the node's address) is charged by the device its
+// reading names, as an MQTT client is by its client id, and so only once
+// the body is read; a body that names no device is charged to the node.
 func (g *Gateway) ingest(w http.ResponseWriter, r *http.Request) {
 	g.gc.reading()
 	ctx := r.Context()
 	l := logOf(r)
-	limit := g.cfg.MaxPayload
-	if limit <= 0 {
-		limit = reading.DefaultMaxBytes
-	}
-	// A body announced larger than the limit is refused before it is read:
-	// for a request that asks for "Expect: 100-continue", reading would
-	// answer 100 Continue and invite the whole body (RFC 9110 §10.1.1).
-	var body []byte
-	var err error = &http.MaxBytesError{Limit: int64(limit)}
-	if r.ContentLength <= int64(limit) {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
-	}
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			g.met.message(ctx, "http", "invalid")
-			g.httpError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("%v: limit %d bytes", reading.ErrTooLarge, limit))
-			return
-		}
-		g.httpError(w, r, http.StatusBadRequest, "reading the body: "+err.Error())
+	res := l.res
+	key := ratelimit.Key{Prefix: clientip.RateLimitKey(res.Client)}
+	if !res.Masqueraded && !g.chargeHTTP(w, r, key) {
 		return
 	}
-	rd, err := reading.Parse(body, limit)
-	if err != nil {
-		g.met.message(ctx, "http", "invalid")
-		g.httpError(w, r, http.StatusBadRequest, err.Error())
+	rd, status, outcome, msg := g.readReading(w, r)
+	if res.Masqueraded {
+		if status == 0 {
+			key.Identity = rd.Device // not the node as a whole: see README
+		}
+		if !g.chargeHTTP(w, r, key) {
+			return
+		}
+	}
+	if status != 0 {
+		if outcome != "" {
+			g.met.message(ctx, "http", outcome)
+		}
+		g.httpError(w, r, status, msg)
 		return
 	}
 	l.device, l.id = rd.Device, rd.Key()
-	res := l.res
-	key := ratelimit.Key{Prefix: clientip.RateLimitKey(res.Client)}
-	if res.Masqueraded {
-		key.Identity = rd.Device // not the node as a whole: see README
-	}
-	if d := g.limiter.Reserve(key, 0); !d.Allowed {
-		g.met.message(ctx, "http", "rate_limited")
-		ratelimit.SetHeaders(w.Header(), "ingest", g.limiter.Limit(), d) // RateLimit fields and Retry-After
-		g.httpError(w, r, http.StatusTooManyRequests, "rate limit exceeded")
-		return
-	}
 	rec := &sink.Record{ID: rd.Key(), Device: rd.Device, Seq: rd.Seq, Received: time.Now().UTC(), Protocol: "http", Payload: rd.Compact, Provenance: provenance(res)}
 	out, err := g.submitAndWait(ctx, rec)
 	switch {
@@ -288,6 +277,48 @@ func (g *Gateway) ingest(w http.ResponseWriter, r *http.Request) {
 		g.met.message(ctx, "http", "accepted")
 	}
 	writeJSON(w, code, map[string]any{"id": rec.ID, "duplicate": out.Duplicate})
+}
+
+// chargeHTTP charges one request to key's bucket and answers 429, with the
+// RateLimit fields and Retry-After, when it is over its rate.
+func (g *Gateway) chargeHTTP(w http.ResponseWriter, r *http.Request, key ratelimit.Key) bool {
+	d := g.limiter.Reserve(key, 0)
+	if d.Allowed {
+		return true
+	}
+	g.met.message(r.Context(), "http", "rate_limited")
+	ratelimit.SetHeaders(w.Header(), "ingest", g.limiter.Limit(), d)
+	g.httpError(w, r, http.StatusTooManyRequests, "rate limit exceeded")
+	return false
+}
+
+// readReading reads and parses the request's body. When it is not a valid
+// reading it returns the status to answer, the outcome to count (none for
+// a body that could not be read) and the message.
+func (g *Gateway) readReading(w http.ResponseWriter, r *http.Request) (rd reading.Reading, status int, outcome, msg string) {
+	limit := g.cfg.MaxPayload
+	if limit <= 0 {
+		limit = reading.DefaultMaxBytes
+	}
+	// A body announced larger than the limit is refused before it is read:
+	// for a request that asks for "Expect: 100-continue", reading would
+	// answer 100 Continue and invite the whole body (RFC 9110 §10.1.1).
+	var body []byte
+	var err error = &http.MaxBytesError{Limit: int64(limit)}
+	if r.ContentLength <= int64(limit) {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+	}
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return rd, http.StatusRequestEntityTooLarge, "invalid", fmt.Sprintf("%v: limit %d bytes", reading.ErrTooLarge, limit)
+		}
+		return rd, http.StatusBadRequest, "", "reading the body: " + err.Error()
+	}
+	if rd, err = reading.Parse(body, limit); err != nil {
+		return rd, http.StatusBadRequest, "invalid", err.Error()
+	}
+	return rd, 0, "", ""
 }
 
 // whoami answers with what the gateway sees of the caller, layer by layer.

@@ -410,3 +410,56 @@ func TestCrossSiteBrowserPostRefused(t *testing.T) {
 	require.Len(t, recs, 1, "what was written: %+v", recs)
 	assert.Equal(t, "dev", recs[0].Device)
 }
+
+// TestHTTPRateLimitChargesEveryRequest: every POST is charged to the
+// client's rate, valid or not, as every MQTT PUBLISH is; a client over its
+// rate gets 429 with Retry-After and the RateLimit fields before its body
+// is read. Invalid bodies were free (the rate was charged only once a
+// reading parsed), so a client could make the gateway read and parse
+// invalid bodies without end. Masqueraded clients are charged by the device
+// their reading names, an invalid body to the node.
+func TestHTTPRateLimitChargesEveryRequest(t *testing.T) {
+	const invalid = `{"device":"a"}` // no seq
+	t.Run("direct", func(t *testing.T) {
+		e := start(t, func(c *Config) {
+			c.HTTPAddr = "127.0.0.1:0"
+			c.RateLimit, c.RateBurst = 0.01, 2
+		})
+		url := "http://" + e.g.HTTPAddr() + "/v1/telemetry"
+		client := httpFrom("127.0.0.61")
+		for range 2 {
+			status, body := post(t, client, url, "", invalid)
+			require.Equal(t, 400, status, body)
+		}
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"device":"a","seq":1}`))
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 429, resp.StatusCode, "a valid reading after the burst went on invalid ones")
+		assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+		assert.NotEmpty(t, resp.Header.Get("RateLimit"))
+		status, body := post(t, httpFrom("127.0.0.62"), url, "", `{"device":"b","seq":1}`)
+		assert.Equal(t, 201, status, "another client has its own bucket: %s", body)
+		e.logs.wait(t, 3*time.Second, map[string]string{"msg": "http request", "status": "429", "clientip.client": "127.0.0.61"})
+	})
+	t.Run("masqueraded", func(t *testing.T) {
+		node := "127.0.0.151"
+		e := start(t, func(c *Config) {
+			c.HTTPAddr = "127.0.0.1:0"
+			c.Masquerade = clientip.MustParsePrefixSet(node)
+			c.RateLimit, c.RateBurst = 0.01, 1
+		})
+		url := "http://" + e.g.HTTPAddr() + "/v1/telemetry"
+		client := httpFrom(node)
+		status, body := post(t, client, url, "", invalid)
+		require.Equal(t, 400, status, body)
+		status, body = post(t, client, url, "", invalid)
+		assert.Equal(t, 429, status, "the node's bucket, which invalid bodies are charged to, is empty: %s", body)
+		for _, dev := range []string{"a", "b"} {
+			status, body = post(t, client, url, "", `{"device":"`+dev+`","seq":1}`)
+			assert.Equal(t, 201, status, "device %s behind the node has its own bucket: %s", dev, body)
+		}
+		status, body = post(t, client, url, "", `{"device":"a","seq":2}`)
+		assert.Equal(t, 429, status, "device a is over its rate: %s", body)
+	})
+}
