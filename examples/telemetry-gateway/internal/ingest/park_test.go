@@ -96,14 +96,17 @@ func TestParkAndResume(t *testing.T) {
 	})
 }
 
-// A connection that keeps reading within IdleAfter never parks.
+// A connection that keeps reading within IdleAfter never parks. The client
+// sends for twice IdleAfter at a pace fifty times inside it, so that a
+// stall of the test's goroutine on a loaded runner (up to about IdleAfter)
+// is not taken for an idle client.
 func TestActiveConnectionDoesNotPark(t *testing.T) {
 	h := newRecorder()
-	hs := serve(t, h, withConfig(func(c *ingest.Config) { c.IdleAfter = 400 * time.Millisecond }))
+	hs := serve(t, h, withConfig(func(c *ingest.Config) { c.IdleAfter = time.Second }))
 	rc, _ := hs.dialConnected(t, 4, "busy")
 	tk := time.NewTicker(20 * time.Millisecond) // the client's pace, well inside IdleAfter
 	defer tk.Stop()
-	for i := range 40 {
+	for i := range 100 {
 		<-tk.C
 		rc.send(publishPkt(false, 1, uint16(i+1), "t", "x"))
 		assert.Equal(t, mqttwire.PUBACK, rc.read().typ)
