@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -61,14 +60,8 @@ type replica struct {
 
 func startReplica(t *testing.T, args ...string) *replica {
 	t.Helper()
-	ports := make([]string, 2)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		ports[i] = l.Addr().String()
-		l.Close()
-	}
-	r := &replica{addr: ports[0], admin: ports[1], exited: make(chan struct{}), out: &e2e.Output{}}
+	ports := e2e.FreePorts(t, 2)
+	r := &replica{addr: fmt.Sprintf("127.0.0.1:%d", ports[0]), admin: fmt.Sprintf("127.0.0.1:%d", ports[1]), exited: make(chan struct{}), out: &e2e.Output{}}
 	r.cmd = exec.Command(os.Args[0], append([]string{"-mqtt-addr", r.addr, "-http-addr", "", "-admin-addr", r.admin,
 		"-log-level", "warn", "-mqtt-log-level", "off", "-shutdown-timeout", "10s"}, args...)...)
 	r.cmd.Env = append(os.Environ(), execEnv+"=1")
@@ -150,7 +143,7 @@ func TestReplicasOnJetStream(t *testing.T) {
 
 	// HAProxy: round robin over the replicas, a PROXY v2 header on each
 	// connection, another replica when one refuses the connection.
-	front := freeAddr(t)
+	front := fmt.Sprintf("127.0.0.1:%d", e2e.FreePorts(t, 1)[0])
 	var servers strings.Builder
 	for i, g := range gws {
 		fmt.Fprintf(&servers, "    server gw%d %s send-proxy-v2\n", i+1, g.addr)
@@ -428,12 +421,4 @@ func readStream(ctx context.Context, url, name string, ok func(rec sink.Record, 
 		}
 	}
 	return seen, bad, nil
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
 }
