@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sourceip/sourceip/internal/e2e"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -295,11 +296,9 @@ func TestProberIgnoresProxyEnvironment(t *testing.T) {
 	proxy := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { proxied.Add(1) }))
 	defer proxy.Close()
 	// A closed port, named by the unspecified address so that net/http does
-	// not exempt it from the proxy as it does loopback addresses.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	// not exempt it from the proxy as it does loopback addresses; below the
+	// ephemeral range, so that no other test's listener takes it meanwhile.
+	port := e2e.FreePorts(t, 1)[0]
 	cmd := exec.Command(os.Args[0], "-test.run=^TestProberIgnoresProxyEnvironment$", "-test.count=1")
 	cmd.Env = append(os.Environ(), child+"=http://0.0.0.0:"+strconv.Itoa(port)+"/healthz",
 		"HTTP_PROXY="+proxy.URL, "http_proxy="+proxy.URL, "NO_PROXY=", "no_proxy=")

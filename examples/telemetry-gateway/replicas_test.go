@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -61,14 +60,8 @@ type replica struct {
 
 func startReplica(t *testing.T, args ...string) *replica {
 	t.Helper()
-	ports := make([]string, 2)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		ports[i] = l.Addr().String()
-		l.Close()
-	}
-	r := &replica{addr: ports[0], admin: ports[1], exited: make(chan struct{}), out: &e2e.Output{}}
+	ports := e2e.FreePorts(t, 2)
+	r := &replica{addr: fmt.Sprintf("127.0.0.1:%d", ports[0]), admin: fmt.Sprintf("127.0.0.1:%d", ports[1]), exited: make(chan struct{}), out: &e2e.Output{}}
 	r.cmd = exec.Command(os.Args[0], append([]string{"-mqtt-addr", r.addr, "-http-addr", "", "-admin-addr", r.admin,
 		"-log-level", "warn", "-mqtt-log-level", "off", "-shutdown-timeout", "10s"}, args...)...)
 	r.cmd.Env = append(os.Environ(), execEnv+"=1")
@@ -150,7 +143,7 @@ func TestReplicasOnJetStream(t *testing.T) {
 
 	// HAProxy: round robin over the replicas, a PROXY v2 header on each
 	// connection, another replica when one refuses the connection.
-	front := freeAddr(t)
+	front := fmt.Sprintf("127.0.0.1:%d", e2e.FreePorts(t, 1)[0])
 	var servers strings.Builder
 	for i, g := range gws {
 		fmt.Fprintf(&servers, "    server gw%d %s send-proxy-v2\n", i+1, g.addr)
@@ -376,7 +369,10 @@ backend gateways
 
 // readStream reads every message of the stream name through a connection
 // of its own to url, within 30 seconds, and counts them by message id; bad
-// collects the records that are not one or that ok refuses.
+// collects the records that are not one or that ok refuses. It reads as
+// many messages as the stream says it holds: a fetch that finds nothing
+// within its wait (a busy runner, a leader still being elected) is not
+// the end of the stream.
 func readStream(ctx context.Context, url, name string, ok func(rec sink.Record, msgID string) bool) (seen map[string]int, bad []string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -393,19 +389,26 @@ func readStream(ctx context.Context, url, name string, ok func(rec sink.Record, 
 	if err != nil {
 		return nil, nil, err
 	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	cons, err := stream.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{})
 	if err != nil {
 		return nil, nil, err
 	}
 	seen = map[string]int{}
-	for {
+	var read uint64
+	for read < info.State.Msgs {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, fmt.Errorf("read %d of the stream's %d messages: %w", read, info.State.Msgs, err)
+		}
 		batch, err := cons.Fetch(500, natsjs.FetchMaxWait(2*time.Second))
 		if err != nil {
 			return nil, nil, err
 		}
-		n := 0
 		for m := range batch.Messages() {
-			n++
+			read++
 			var rec sink.Record
 			msgID := m.Headers().Get(natsjs.MsgIDHeader)
 			seen[msgID]++
@@ -416,16 +419,6 @@ func readStream(ctx context.Context, url, name string, ok func(rec sink.Record, 
 		if err := batch.Error(); err != nil {
 			return nil, nil, err
 		}
-		if n == 0 {
-			return seen, bad, nil
-		}
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	return seen, bad, nil
 }

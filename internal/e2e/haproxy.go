@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
@@ -50,20 +49,4 @@ func StartHAProxy(tb testing.TB, n int, config func(ports []int) string) []int {
 		}
 		tb.Fatalf("%v\nconfiguration:\n%s", err, text)
 	}
-}
-
-// FreePorts returns n distinct loopback TCP ports that were free a moment
-// ago (all are held open until each is chosen).
-func FreePorts(tb testing.TB, n int) []int {
-	tb.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatalf("free port: %v", err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
 }

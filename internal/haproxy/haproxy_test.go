@@ -67,9 +67,7 @@ func start(t *testing.T, cfg haproxy.Config) (*haproxy.Process, error) {
 func TestReadyMeansListening(t *testing.T) {
 	bin := e2e.Require(t, "haproxy")[0]
 	app := listen(t)
-	free := listen(t)
-	fePort := port(free)
-	free.Close()
+	fePort := e2e.FreePorts(t, 1)[0]
 
 	p, err := start(t, haproxy.Config{Path: bin, Text: frontend(fePort, app.Addr().String())})
 	require.NoError(t, err)
@@ -109,9 +107,7 @@ func TestReadyMeansListening(t *testing.T) {
 func TestWrap(t *testing.T) {
 	bins := e2e.Require(t, "haproxy", "env")
 	app := listen(t)
-	free := listen(t)
-	fePort := port(free)
-	free.Close()
+	fePort := e2e.FreePorts(t, 1)[0]
 	_, err := start(t, haproxy.Config{Path: bins[0], Wrap: []string{bins[1]}, Text: frontend(fePort, app.Addr().String())})
 	require.NoError(t, err)
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", fePort))

@@ -71,7 +71,10 @@ func TestSessionNotLeakedWhenConnackFails(t *testing.T) {
 	assert.Equal(t, 1, sessionCount(e), "connected client's sessions")
 	assert.EqualValues(t, 1, clientsGauge(t, reader), "connected client's gauge")
 	c.Close()
-	assert.Eventually(t, func() bool { return sessionCount(e) == 0 }, 3*time.Second, 10*time.Millisecond, "sessions after the client left")
+	// Disconnected deletes the session, then lowers the gauge: wait for both.
+	assert.Eventually(t, func() bool { return sessionCount(e) == 0 && clientsGauge(t, reader) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"session and clients gauge after the client left")
+	assert.Zero(t, sessionCount(e), "sessions after the client left")
 	assert.Zero(t, clientsGauge(t, reader), "gauge after the client left")
 }
 
