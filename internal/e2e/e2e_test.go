@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -87,7 +88,9 @@ func TestRequire(t *testing.T) {
 }
 
 func TestLookPathSbin(t *testing.T) {
-	if _, err := os.Stat("/usr/sbin/ip"); err != nil {
+	// The precondition is the one LookPath tests, an executable file: a
+	// /usr/sbin/ip that exists but cannot be run is a missing ip too.
+	if _, err := exec.LookPath("/usr/sbin/ip"); err != nil {
 		Unavailable(t, "/usr/sbin/ip is not installed")
 	}
 	t.Setenv("PATH", t.TempDir())
