@@ -45,7 +45,7 @@ func Binary(tb testing.TB) string {
 	tb.Helper()
 	buildOnce.Do(func() { buildPath, buildErr = build() })
 	if buildErr != nil {
-		e2e.Unavailable(tb, "cannot build nats-server: "+strings.ReplaceAll(buildErr.Error(), "\n", "; "))
+		e2e.Unavailable(tb, "cannot build nats-server: "+strings.ReplaceAll(strings.TrimSpace(buildErr.Error()), "\n", "; "))
 	}
 	return buildPath
 }
