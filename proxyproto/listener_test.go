@@ -663,6 +663,42 @@ func TestFactsFromConn(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { FactsFromContext(ctx) }), "FactsFromContext allocations")
 }
 
+// wrapped is a connection wrapper with a NetConn method, like those
+// middleware put around accepted connections.
+type wrapped struct{ net.Conn }
+
+func (w *wrapped) NetConn() net.Conn { return w.Conn }
+
+// A nil connection of a concrete type (a nil *tls.Conn, a nil pointer to a
+// wrapper, a wrapper around one) has no Facts: FactsFromConn, ConnContext and
+// ResolverFromConn called NetConn on it, which dereferenced nil and panicked.
+func TestFactsFromConnTypedNil(t *testing.T) {
+	r := trustOf(lbAddr)
+	tests := []struct {
+		name string
+		c    net.Conn
+	}{
+		{"nil interface", nil},
+		{"nil *Conn", (*Conn)(nil)},
+		{"nil *tls.Conn", (*tls.Conn)(nil)},
+		{"nil wrapper", (*wrapped)(nil)},
+		{"wrapper around a nil *tls.Conn", &wrapped{(*tls.Conn)(nil)}},
+		{"wrapper around a nil wrapper", &wrapped{(*wrapped)(nil)}},
+		{"tls.Conn around a nil wrapper", tls.Server((*wrapped)(nil), &tls.Config{})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.NotPanics(t, func() {
+				_, ok := FactsFromConn(tt.c)
+				assert.False(t, ok, "FactsFromConn")
+				ctx := context.Background()
+				assert.Equal(t, ctx, ConnContext(ctx, tt.c), "ConnContext")
+				assert.Same(t, r, ResolverFromConn(tt.c, r), "ResolverFromConn")
+			})
+		})
+	}
+}
+
 // waitFor polls cond until it holds or 10 seconds pass.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()

@@ -66,17 +66,23 @@ type Rejection struct {
 	Duration time.Duration
 }
 
-// LogValue implements [slog.LogValuer].
+// LogValue implements [slog.LogValuer]: a group with the peer and local
+// addresses, whether the peer is trusted, the version, the reason, the error
+// and the duration. The error is left out when Err is nil, as in a Rejection
+// the caller built; any Rejection, the zero value included, can be logged.
 func (r Rejection) LogValue() slog.Value {
-	return slog.GroupValue(
+	attrs := make([]slog.Attr, 0, 7)
+	attrs = append(attrs,
 		slog.String("peer", addrPortString(r.Peer)),
 		slog.String("local", addrPortString(r.Local)),
 		slog.Bool("trusted", r.Trusted),
 		slog.Int("version", int(r.Version)),
-		slog.String("reason", r.Reason.String()),
-		slog.String("error", r.Err.Error()),
-		slog.Duration("duration", r.Duration),
-	)
+		slog.String("reason", r.Reason.String()))
+	if r.Err != nil {
+		attrs = append(attrs, slog.String("error", r.Err.Error()))
+	}
+	attrs = append(attrs, slog.Duration("duration", r.Duration))
+	return slog.GroupValue(attrs...)
 }
 
 // Stats are a [Listener]'s counters since it was created.
