@@ -173,8 +173,12 @@
 // ([ErrHeaderTooLong]). IPv4-mapped addresses
 // are unmapped. A LOCAL header (v2 command LOCAL, or v1 UNKNOWN) is accepted
 // with the socket's own addresses, as section 2.2 requires; its address block
-// and TLVs are discarded unread, so nothing a health check sends is ever
-// exposed as a fact. Such a header names no client, and
+// and TLVs are discarded, so nothing a health check sends is ever exposed as a
+// fact. Only a CRC32C TLV among them is read and verified, since section 2.2.3
+// has the checksum cover the whole header whatever the command (a PROXY
+// header whose command byte was corrupted into LOCAL fails it); it is looked
+// for after the family's address block and, as AWS NLB health checks place it
+// under family TCP4, right after the fixed part. Such a header names no client, and
 // [Facts.Transport] says so (clientip.Transport.ProxyLocal): clientip then
 // ends the walk at a trusted upstream (ErrAllTrusted, the upstream in
 // Result.Via: an internal caller, as its health checks are) rather than step
