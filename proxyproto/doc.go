@@ -133,7 +133,10 @@
 // than the default only when its v2 length field asks for one within that
 // bound. A refused connection is closed, counted in [Listener.Stats] and
 // reported to Config.OnReject with the peer, the reason and how long it took;
-// it never reaches the application's accept loop.
+// it never reaches the application's accept loop. At most Config.MaxOnReject
+// (default 64) callbacks run at once; a rejection beyond them is counted in
+// Stats.Unreported instead, so a flood of refused connections cannot pile up
+// goroutines behind a slow callback.
 //
 // # Pending budgets
 //

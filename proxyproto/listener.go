@@ -33,6 +33,9 @@ const (
 	// source (an IPv4 address or an IPv6 /64) waiting for their header or for
 	// Accept at any time.
 	DefaultMaxPendingPerSource = 64
+
+	// DefaultMaxOnReject bounds the Config.OnReject calls running at once.
+	DefaultMaxOnReject = 64
 )
 
 // Config configures a [Listener]. The zero Config is valid and trusts no
@@ -130,14 +133,21 @@ type Config struct {
 	// means MaxHeaderLen; any other value outside that range is an error.
 	MaxHeaderBytes int
 
-	// OnReject, when set, is called once for every connection the listener
-	// refuses after reading from it, after closing it and freeing its
-	// pending slot (a slow callback holds no budget), on a goroutine of the
-	// listener's (never the one accepting from the inner listener). It may be
-	// called concurrently and should return promptly. Connections shed on
-	// arrival over a pending budget are not reported here, only counted in
-	// [Stats].Shed, so that a flood cannot multiply the callback's cost.
+	// OnReject, when set, is called for a connection the listener refuses
+	// after reading from it, after closing it and freeing its pending slot (a
+	// slow callback holds no budget), on a goroutine of the listener's (never
+	// the one accepting from the inner listener). It may be called
+	// concurrently, at most MaxOnReject times at once, and should return
+	// promptly: a rejection that comes while MaxOnReject calls are running is
+	// not reported, only counted in [Stats].Rejected and [Stats].Unreported,
+	// so that a flood of refused connections cannot pile up goroutines
+	// behind a slow callback. Connections shed on arrival over a pending
+	// budget are not reported here either, only counted in [Stats].Shed.
 	OnReject func(Rejection)
+
+	// MaxOnReject bounds the OnReject calls running at once, each holding
+	// a goroutine. Zero means DefaultMaxOnReject; negative is an error.
+	MaxOnReject int
 
 	// OnAcceptError, when set, is called with every error of the inner
 	// listener's Accept except those caused by Close. For a temporary error
@@ -185,6 +195,7 @@ type Listener struct {
 	timeout    time.Duration
 	maxV2      int // the longest v2 address block and TLVs of a trusted upstream
 	onReject   func(Rejection)
+	reporting  chan struct{} // one token per OnReject call running
 	onAcceptEr func(error, time.Duration)
 
 	start     sync.Once
@@ -204,6 +215,7 @@ type Listener struct {
 	waited                                          atomic.Uint64 // handed to a goroutine to wait (tests)
 	grown                                           atomic.Uint64 // buffers grown for a long header (tests)
 	accepted, proxied, local, ignored, acceptErrors atomic.Uint64
+	unreported                                      atomic.Uint64
 	rejected                                        [numReasons]atomic.Uint64
 	shed                                            [numShedReasons]atomic.Uint64
 }
@@ -243,6 +255,8 @@ func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 		return nil, fmt.Errorf("%w: MaxPendingUntrusted %d is negative", ErrInvalidConfig, cfg.MaxPendingUntrusted)
 	case perSource < 0:
 		return nil, fmt.Errorf("%w: MaxPendingPerSource %d is negative", ErrInvalidConfig, cfg.MaxPendingPerSource)
+	case cfg.MaxOnReject < 0:
+		return nil, fmt.Errorf("%w: MaxOnReject %d is negative", ErrInvalidConfig, cfg.MaxOnReject)
 	case cfg.MaxHeaderBytes != 0 && (cfg.MaxHeaderBytes < MaxHeaderLen || cfg.MaxHeaderBytes > MaxHeaderBytesLimit):
 		return nil, fmt.Errorf("%w: MaxHeaderBytes %d is outside [%d, %d]", ErrInvalidConfig, cfg.MaxHeaderBytes, MaxHeaderLen, MaxHeaderBytesLimit)
 	}
@@ -266,6 +280,11 @@ func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 		perSource = DefaultMaxPendingPerSource
 	}
 	l.slots = make(chan struct{}, maxPending)
+	maxOnReject := cfg.MaxOnReject
+	if maxOnReject == 0 {
+		maxOnReject = DefaultMaxOnReject
+	}
+	l.reporting = make(chan struct{}, maxOnReject)
 	l.untrust = untrustedBudget{max: maxUntrusted, perSource: perSource, bySource: make(map[netip.Prefix]int)}
 	return l, nil
 }
@@ -335,6 +354,7 @@ func (l *Listener) Stats() Stats {
 		Pending:          int(l.pending.Load()),
 		PendingUntrusted: l.untrust.load(),
 		AcceptErrors:     l.acceptErrors.Load(),
+		Unreported:       l.unreported.Load(),
 	}
 	for i := range s.Rejected {
 		s.Rejected[i] = l.rejected[i].Load()
@@ -561,7 +581,8 @@ func (l *Listener) readHeader(hs *handshake) outcome {
 // A refused connection's slot is released before OnReject runs, so that a
 // slow callback holds no budget for a connection that is gone; from the
 // accept loop (inline), OnReject runs in a goroutine of its own so that it
-// cannot stall accepting either.
+// cannot stall accepting either. At most cap(l.reporting) calls run at once;
+// a rejection beyond them is counted, not reported.
 func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 	if hs.buf != nil {
 		bufPool.Put(hs.buf)
@@ -569,31 +590,41 @@ func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 	hs.buf, hs.big = nil, nil
 	nc := hs.nc
 	if r.err != nil {
-		// Counted before the peer can see the close; closing the listener
-		// is not a rejection.
+		// Counted, reported or not, before the peer can see the close;
+		// closing the listener is not a rejection.
 		if l.closed() {
 			nc.Close()
 			l.release(hs)
 			return
 		}
 		l.rejected[r.reason].Add(1)
+		report := false
+		if l.onReject != nil {
+			select {
+			case l.reporting <- struct{}{}:
+				report = true
+			default:
+				l.unreported.Add(1)
+			}
+		}
 		nc.Close()
 		l.release(hs)
-		if l.onReject != nil {
-			rej := Rejection{
-				Peer:     hs.peer,
-				Local:    socketAddrPort(nc.LocalAddr()),
-				Trusted:  hs.trusted,
-				Version:  r.version,
-				Reason:   r.reason,
-				Err:      r.err,
-				Duration: time.Since(hs.start),
-			}
-			if inline {
-				go l.onReject(rej)
-			} else {
-				l.onReject(rej)
-			}
+		if !report {
+			return
+		}
+		rej := Rejection{
+			Peer:     hs.peer,
+			Local:    socketAddrPort(nc.LocalAddr()),
+			Trusted:  hs.trusted,
+			Version:  r.version,
+			Reason:   r.reason,
+			Err:      r.err,
+			Duration: time.Since(hs.start),
+		}
+		if inline {
+			go l.report(rej)
+		} else {
+			l.report(rej)
 		}
 		return
 	}
@@ -611,6 +642,12 @@ func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 	case <-l.done:
 		nc.Close()
 	}
+}
+
+// report calls OnReject with r and gives back the token finish took for it.
+func (l *Listener) report(r Rejection) {
+	defer func() { <-l.reporting }()
+	l.onReject(r)
 }
 
 // release frees hs's pending slot.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -492,6 +493,51 @@ func TestListenerOnRejectHoldsNoSlot(t *testing.T) {
 	}
 }
 
+// A flood of refused connections behind a slow OnReject does not pile up
+// goroutines: every rejection ran the callback on a goroutine of its own (or
+// kept its header-reading goroutine) until the callback returned, so a stuck
+// callback held one goroutine per refused connection, without bound. At most
+// MaxOnReject calls run at once; the rest are counted in Stats.Unreported.
+func TestListenerOnRejectFloodBounded(t *testing.T) {
+	const (
+		flood = 200
+		limit = 4
+	)
+	stuck := make(chan struct{})
+	var running, calls atomic.Int64
+	cfg := trustedLB()
+	cfg.MaxOnReject = limit
+	cfg.OnReject = func(Rejection) {
+		running.Add(1)
+		calls.Add(1)
+		<-stuck
+		running.Add(-1)
+	}
+	l := newListener(t, cfg)
+	defer close(stuck) // before the listener's cleanup closes it
+	go l.Accept()
+	// Trusted connections without a header, refused under HeaderlessRefuse:
+	// some judged as they arrive, some by the goroutine that waits for
+	// their first bytes.
+	base := runtime.NumGoroutine()
+	for i := range flood {
+		_, err := dial(t, lbAddr, l.Addr().String()).Write([]byte("GET / HTTP/1.1\r\n"))
+		require.NoError(t, err, "connection %d", i)
+	}
+	waitFor(t, "every connection to be refused, then reported or counted", func() bool {
+		st := l.Stats()
+		return st.TotalRejected() == flood && calls.Load()+int64(st.Unreported) == flood
+	})
+	// Without the bound, one goroutine per refused connection stays behind
+	// the stuck callback and this never holds.
+	waitFor(t, "the refused connections' goroutines to end", func() bool { return runtime.NumGoroutine() <= base+limit+8 })
+	st := l.Stats()
+	assert.Equal(t, uint64(flood), st.Rejected[ReasonNoHeader], "%+v", st)
+	assert.Equal(t, int64(limit), calls.Load(), "OnReject calls")
+	assert.Equal(t, int64(limit), running.Load(), "OnReject calls running")
+	assert.Equal(t, uint64(flood-limit), st.Unreported, "rejections not reported")
+}
+
 func TestListenerClose(t *testing.T) {
 	base := runtime.NumGoroutine()
 	inner, err := net.Listen("tcp", lbAddr+":0")
@@ -535,6 +581,7 @@ func TestNewListenerConfig(t *testing.T) {
 		{"negative MaxPending", Config{MaxPending: -1}},
 		{"negative MaxPendingUntrusted", Config{MaxPendingUntrusted: -1}},
 		{"negative MaxPendingPerSource", Config{MaxPendingPerSource: -1}},
+		{"negative MaxOnReject", Config{MaxOnReject: -1}},
 		{"unknown Headerless", Config{Headerless: 7}},
 		{"unknown Untrusted", Config{Untrusted: 7}},
 		{"MaxHeaderBytes below the default", Config{MaxHeaderBytes: MaxHeaderLen - 1}},
@@ -554,6 +601,7 @@ func TestNewListenerConfig(t *testing.T) {
 	assert.Equal(t, DefaultMaxPending, cap(l.slots))
 	assert.Equal(t, DefaultMaxPendingUntrusted, l.untrust.max)
 	assert.Equal(t, DefaultMaxPendingPerSource, l.untrust.perSource)
+	assert.Equal(t, DefaultMaxOnReject, cap(l.reporting))
 	assert.Equal(t, DefaultReadHeaderTimeout, l.timeout)
 	assert.Equal(t, MaxV2Payload, l.maxV2)
 	l, err = NewListener(inner, Config{MaxHeaderBytes: MaxHeaderBytesLimit})

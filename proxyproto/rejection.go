@@ -97,8 +97,12 @@ type Stats struct {
 	// [UntrustedIgnore]; those connections are in Accepted too.
 	Ignored uint64
 	// Rejected counts refused connections by [Reason]: those whose first
-	// bytes were read and judged, each reported to Config.OnReject.
+	// bytes were read and judged, each reported to Config.OnReject unless
+	// counted in Unreported.
 	Rejected [numReasons]uint64
+	// Unreported counts the rejections, among Rejected, not reported to
+	// Config.OnReject because Config.MaxOnReject calls were already running.
+	Unreported uint64
 	// Shed counts connections from untrusted peers closed on arrival, unread
 	// and not reported to Config.OnReject, because a pending budget was
 	// spent, by [ShedReason]. They are not in Rejected.
