@@ -141,10 +141,12 @@
 // # Pending budgets
 //
 // Each connection waiting for its header or for Accept holds a slot, and
-// trusted upstreams and untrusted peers draw on separate budgets, so that
+// trusted proxies and untrusted peers draw on separate budgets, so that
 // however many connections untrusted peers open, and however slowly they
 // send, the load balancers keep capacity of their own. Config.MaxPending
-// (default 4096) bounds the trusted upstreams' connections; while it is
+// (default 4096) bounds the trusted proxies' connections (every proxy the
+// Trust names, including those Config.Upstreams does not allow to send a
+// header: an HTTP proxy beside a PROXY load balancer); while it is
 // reached the listener stops accepting and the kernel's backlog holds the
 // rest, which slows a load balancer down but refuses none of its clients.
 // Config.MaxPendingUntrusted (default 1024) bounds the other peers', and
@@ -152,7 +154,7 @@
 // IPv6 /64 (the IPv4 address an IPv6 one carries, behind NAT64 say). An
 // untrusted connection over either bound is closed on arrival
 // with a reset, without a byte read: the listener fails closed rather than
-// queueing it, and keeps accepting, so a trusted upstream's connection never
+// queueing it, and keeps accepting, so a trusted proxy's connection never
 // waits in the backlog behind a flood of untrusted ones. Such connections are
 // counted in Stats.Shed by [ShedReason] and not reported to Config.OnReject,
 // whose per-connection cost a flood must not be able to multiply. Errors of

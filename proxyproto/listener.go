@@ -21,11 +21,11 @@ const (
 	// retransmit (section 2).
 	DefaultReadHeaderTimeout = 5 * time.Second
 
-	// DefaultMaxPending bounds the connections from trusted upstreams
-	// waiting for their header or for Accept at any time.
+	// DefaultMaxPending bounds the connections from trusted proxies waiting
+	// for their header or for Accept at any time.
 	DefaultMaxPending = 4096
 
-	// DefaultMaxPendingUntrusted bounds the connections from untrusted peers
+	// DefaultMaxPendingUntrusted bounds the connections from other peers
 	// waiting for their header or for Accept at any time.
 	DefaultMaxPendingUntrusted = 1024
 
@@ -71,7 +71,10 @@ type Config struct {
 	// be in both, so a later change of a *clientip.Store that stops trusting
 	// an upstream stops its headers too. It does not apply to a Unix-domain
 	// peer, which TrustUnixSocket alone decides. The zero value narrows
-	// nothing.
+	// nothing. A trusted proxy outside Upstreams may not send a header (it is
+	// refused or discarded as an untrusted peer's, under Untrusted), but its
+	// connections still draw on MaxPending, the trusted proxies' budget, so
+	// that untrusted peers cannot starve them either.
 	Upstreams clientip.PrefixSet
 
 	// Headerless says what to do with a trusted upstream's connection that
@@ -89,21 +92,25 @@ type Config struct {
 	// DefaultReadHeaderTimeout; negative is an error.
 	ReadHeaderTimeout time.Duration
 
-	// MaxPending bounds the connections from trusted upstreams waiting for
-	// their header or for Accept. While it is reached the listener stops
+	// MaxPending bounds the connections from trusted proxies waiting for
+	// their header or for Accept: the peers Trust names as proxies (its
+	// TrustedProxies, and a Unix-domain peer under TrustUnixSocket), whether
+	// or not Upstreams lists them. While it is reached the listener stops
 	// accepting, and new connections wait in the kernel's backlog: a trusted
-	// upstream is slowed down, never refused. Untrusted peers never take
-	// these slots. Zero means DefaultMaxPending; negative is an error.
+	// proxy is slowed down, never refused. Untrusted peers never take these
+	// slots. In hop-count mode without TrustedProxies, which names no proxy,
+	// only Upstreams take them. Zero means DefaultMaxPending; negative is an
+	// error.
 	MaxPending int
 
-	// MaxPendingUntrusted bounds the connections from peers the listener
-	// does not trust waiting for their header or for Accept. A connection
+	// MaxPendingUntrusted bounds the connections from the other peers,
+	// untrusted ones, waiting for their header or for Accept. A connection
 	// from an untrusted peer that arrives while it is reached is closed at
 	// once, unread (fail closed), and counted in [Stats].Shed. The listener
 	// never stops accepting for untrusted peers, so however many of them hold
-	// slots, a trusted upstream's connection is taken from the kernel's
-	// backlog without waiting behind theirs. Zero means
-	// DefaultMaxPendingUntrusted; negative is an error.
+	// slots, a trusted proxy's connection is taken from the kernel's backlog
+	// without waiting behind theirs. Zero means DefaultMaxPendingUntrusted;
+	// negative is an error.
 	MaxPendingUntrusted int
 
 	// MaxPendingPerSource bounds the connections from one untrusted source
@@ -113,8 +120,8 @@ type Config struct {
 	// 64:ff9b::/96, is that IPv4 address, as clientip.RateLimitKey has it;
 	// all Unix-domain peers are one source). A connection over it is closed
 	// at once, unread, and counted in [Stats].Shed, so a single source cannot
-	// take the whole untrusted budget. It does not apply to trusted
-	// upstreams, each of which carries many clients. Zero means
+	// take the whole untrusted budget. It does not apply to trusted proxies,
+	// each of which carries many clients. Zero means
 	// DefaultMaxPendingPerSource; negative is an error.
 	MaxPendingPerSource int
 
@@ -179,7 +186,7 @@ type Config struct {
 // counted in [Listener.Stats] and reported to Config.OnReject), and
 // RemoteAddr never blocks. From the first call to Accept on, it accepts from
 // the inner listener ahead of Accept, holding at most Config.MaxPending
-// connections from trusted upstreams and Config.MaxPendingUntrusted from
+// connections from trusted proxies and Config.MaxPendingUntrusted from
 // other peers (Config.MaxPendingPerSource from any one of them) that wait for
 // their header or for Accept; untrusted connections over budget are closed on
 // arrival. go-proxyproto's own Listener, its policies and its package-level
@@ -199,7 +206,7 @@ type Listener struct {
 	onAcceptEr func(error, time.Duration)
 
 	start     sync.Once
-	slots     chan struct{} // one token per pending connection from a trusted upstream
+	slots     chan struct{} // one token per pending connection from a trusted proxy
 	untrust   untrustedBudget
 	ready     chan *Conn
 	done      chan struct{} // closed by Close
@@ -377,7 +384,7 @@ func (l *Listener) closed() bool {
 }
 
 // serve accepts from the inner listener and gives each connection a pending
-// slot until it is handed to Accept or refused: a trusted upstream's
+// slot until it is handed to Accept or refused: a trusted proxy's
 // connection waits for a slot of its own budget, an untrusted peer's is shed
 // when its budget is spent, so untrusted peers never stop the loop. A
 // connection whose header (or first bytes) already arrived is judged right
@@ -409,8 +416,8 @@ func (l *Listener) serve() {
 		if l.trust != nil {
 			hs.res = l.trust.Resolver() // once: the whole connection is judged with it
 		}
-		hs.trusted = l.trusts(hs.res, hs.peer)
-		if hs.trusted {
+		hs.trusted, hs.proxy = l.trusts(hs.res, hs.peer)
+		if hs.proxy {
 			select {
 			case l.slots <- struct{}{}:
 			case <-l.done:
@@ -461,23 +468,26 @@ func (l *Listener) acceptFailed(err error, delay time.Duration) time.Duration {
 
 // trusts reports whether a connection from the socket peer peer (the zero
 // value for a Unix-domain socket), judged under r (nil without a Trust),
-// comes from a trusted upstream: whether its header may be believed and
-// which pending budget it draws on. Every trust decision of the listener is
-// made here.
-func (l *Listener) trusts(r *clientip.Resolver, peer netip.AddrPort) bool {
+// comes from a trusted upstream, whose header may be believed, and whether
+// it comes from a trusted proxy, which draws on the trusted pending budget:
+// every trusted upstream, and the proxies r names that Upstreams leaves
+// out. Every trust decision of the listener is made here.
+func (l *Listener) trusts(r *clientip.Resolver, peer netip.AddrPort) (upstream, proxy bool) {
 	a := peer.Addr()
 	switch {
 	case r == nil || !r.TrustsPeer(a):
-		return false
+		return false, false
 	case !a.IsValid():
-		return true // a Unix-domain peer under TrustUnixSocket
-	case l.upstreams.Len() > 0:
-		return l.upstreams.Contains(a)
+		return true, true // a Unix-domain peer under TrustUnixSocket
+	}
+	if l.upstreams.Len() > 0 && l.upstreams.Contains(a) {
+		return true, true
 	}
 	// Hop-count mode without TrustedProxies steps over any peer in the
-	// walk; that names no upstream whose header could be believed.
+	// walk; that names no proxy, and no upstream but those listed.
 	c := r.Config()
-	return c.TrustedHops == 0 || c.TrustedProxies.Len() > 0
+	named := c.TrustedHops == 0 || c.TrustedProxies.Len() > 0
+	return named && l.upstreams.Len() == 0, named
 }
 
 // checkUpstreams refuses Upstreams without a Trust, a Trust whose Resolver
@@ -512,11 +522,12 @@ type handshake struct {
 	start   time.Time
 	peer    netip.AddrPort
 	res     *clientip.Resolver // the resolver in force when it was accepted
-	trusted bool
-	buf     *[bufSize]byte // from bufPool; nil once big replaces it
-	big     []byte         // a trusted upstream's header longer than buf
-	have    int            // bytes read
-	rerr    error          // the last read's error
+	trusted bool               // a trusted upstream: its header is believed
+	proxy   bool               // a trusted proxy: it draws on the trusted budget
+	buf     *[bufSize]byte     // from bufPool; nil once big replaces it
+	big     []byte             // a trusted upstream's header longer than buf
+	have    int                // bytes read
+	rerr    error              // the last read's error
 }
 
 // bytes returns the buffer hs reads into.
@@ -653,7 +664,7 @@ func (l *Listener) report(r Rejection) {
 // release frees hs's pending slot.
 func (l *Listener) release(hs *handshake) {
 	l.pending.Add(-1)
-	if hs.trusted {
+	if hs.proxy {
 		<-l.slots
 	} else {
 		l.untrust.release(hs.peer.Addr())

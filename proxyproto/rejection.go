@@ -111,7 +111,8 @@ type Stats struct {
 	// for Accept.
 	Pending int
 	// PendingUntrusted is the part of Pending from untrusted peers, bounded
-	// by Config.MaxPendingUntrusted.
+	// by Config.MaxPendingUntrusted; the rest is from trusted proxies,
+	// bounded by Config.MaxPending.
 	PendingUntrusted int
 	// AcceptErrors counts errors from the inner listener's Accept other than
 	// those caused by Close: temporary ones (such as running out of file
