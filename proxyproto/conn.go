@@ -31,6 +31,7 @@ type Conn struct {
 	local  net.Addr
 
 	ignored bool // an untrusted header was discarded (UntrustedIgnore)
+	proxy   bool // its pending slot was the trusted budget's, until Accept
 
 	trust clientip.Trust     // the listener's Config.Trust
 	res   *clientip.Resolver // the resolver it judged the connection with

@@ -316,8 +316,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// count records c in the counters as Accept returns it.
+// count frees c's pending slot and records c in the counters as Accept
+// returns it, so that Stats is exact when Accept returns.
 func (l *Listener) count(c *Conn) *Conn {
+	l.release(c.proxy, c.facts.Peer.Addr())
 	l.accepted.Add(1)
 	switch c.facts.Command {
 	case CommandProxy:
@@ -588,7 +590,8 @@ func (l *Listener) readHeader(hs *handshake) outcome {
 	}
 }
 
-// finish hands hs's connection to Accept or closes it, and releases its slot.
+// finish hands hs's connection to Accept, which releases its slot, or closes
+// it and releases its slot.
 // A refused connection's slot is released before OnReject runs, so that a
 // slow callback holds no budget for a connection that is gone; from the
 // accept loop (inline), OnReject runs in a goroutine of its own so that it
@@ -605,7 +608,7 @@ func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 		// closing the listener is not a rejection.
 		if l.closed() {
 			nc.Close()
-			l.release(hs)
+			l.release(hs.proxy, hs.peer.Addr())
 			return
 		}
 		l.rejected[r.reason].Add(1)
@@ -619,7 +622,7 @@ func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 			}
 		}
 		nc.Close()
-		l.release(hs)
+		l.release(hs.proxy, hs.peer.Addr())
 		if !report {
 			return
 		}
@@ -639,19 +642,19 @@ func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 		}
 		return
 	}
-	defer l.release(hs)
 	r.facts.Peer = hs.peer
 	r.facts.Local = socketAddrPort(nc.LocalAddr())
 	// The walk honours this judgement for the connection's lifetime: a
 	// discarded header means the bytes after it are not the peer's.
 	r.facts.PeerUntrusted = r.ignored || hs.res != nil && !hs.res.TrustsPeer(hs.peer.Addr())
 	c := newConn(nc, r.facts, r.rest)
-	c.ignored = r.ignored
+	c.ignored, c.proxy = r.ignored, hs.proxy
 	c.trust, c.res = l.trust, hs.res
 	select {
-	case l.ready <- c:
+	case l.ready <- c: // Accept frees the slot as it takes c
 	case <-l.done:
 		nc.Close()
+		l.release(hs.proxy, hs.peer.Addr())
 	}
 }
 
@@ -661,13 +664,14 @@ func (l *Listener) report(r Rejection) {
 	l.onReject(r)
 }
 
-// release frees hs's pending slot.
-func (l *Listener) release(hs *handshake) {
+// release frees the pending slot of a connection from peer, taken from the
+// trusted budget if proxy is set.
+func (l *Listener) release(proxy bool, peer netip.Addr) {
 	l.pending.Add(-1)
-	if hs.proxy {
+	if proxy {
 		<-l.slots
 	} else {
-		l.untrust.release(hs.peer.Addr())
+		l.untrust.release(peer)
 	}
 }
 

@@ -447,12 +447,32 @@ func TestListenerSilentClientDoesNotBlockAccept(t *testing.T) {
 	c := dial(t, lbAddr, s.addr())
 	WriteHeader(c, header(2, "203.0.113.7:1", "192.0.2.10:2"))
 	s.accept(t)
-	// The accepted connection gives its pending slot back just after Accept
-	// has taken it, so Stats may still count it for a moment.
-	waitFor(t, "the accepted connection's slot", func() bool { return s.l.Stats().Pending < 2 })
 	st := s.l.Stats()
 	assert.Equal(t, 1, st.Pending, "the silent client still waits")
 	assert.Zero(t, st.TotalRejected())
+}
+
+// Stats is exact when Accept returns: the connection it returns is counted in
+// Accepted and no longer in Pending. Its slot was freed by the goroutine that
+// handed it over, just after the handover, so Stats could still count it as
+// pending for a moment (the flaky TestListenerSilentClientDoesNotBlockAccept
+// in CI); here the connection waits for Accept before Accept is called, the
+// order in which that goroutine ran last.
+func TestListenerStatsExactWhenAcceptReturns(t *testing.T) {
+	l := newListener(t, trustedLB())
+	for i := range 100 {
+		c := dial(t, lbAddr, l.Addr().String())
+		require.NoError(t, WriteHeader(c, header(2, "203.0.113.7:1", "192.0.2.10:2")))
+		if i > 0 { // the first Accept starts the listener
+			waitFor(t, "the connection to wait for Accept", func() bool { return l.Stats().Pending == 1 })
+		}
+		sc, err := l.Accept()
+		require.NoError(t, err)
+		st := l.Stats()
+		sc.Close()
+		require.Equal(t, uint64(i+1), st.Accepted, "connection %d", i)
+		require.Zero(t, st.Pending, "connection %d: Pending when Accept returned", i)
+	}
 }
 
 // A connection refused while its header was awaited gives its pending slot

@@ -108,7 +108,9 @@ type Stats struct {
 	// spent, by [ShedReason]. They are not in Rejected.
 	Shed [numShedReasons]uint64
 	// Pending is the number of connections now waiting for their header or
-	// for Accept.
+	// for Accept. Accept frees a connection's slot before it returns it, so
+	// Stats called after Accept returns counts that connection in Accepted
+	// and not here.
 	Pending int
 	// PendingUntrusted is the part of Pending from untrusted peers, bounded
 	// by Config.MaxPendingUntrusted; the rest is from trusted proxies,
