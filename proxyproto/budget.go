@@ -9,10 +9,11 @@ import (
 )
 
 // Pending budgets: every connection a [Listener] holds while it waits for its
-// header or for Accept takes a slot. Trusted upstreams and untrusted peers
-// draw on separate budgets, so that untrusted peers, however many, cannot
-// take the slots the load balancers' connections need; untrusted peers also
-// have a bound per source.
+// header or for Accept takes a slot. Trusted proxies (the load balancers that
+// send headers, and the trusted proxies that Config.Upstreams leaves out) and
+// untrusted peers draw on separate budgets, so that untrusted peers, however
+// many, cannot take the slots the proxies' connections need; untrusted peers
+// also have a bound per source.
 
 // ShedReason says why a [Listener] closed a connection from an untrusted peer
 // on arrival, without reading from it. It is a label for metrics and log

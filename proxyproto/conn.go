@@ -31,6 +31,7 @@ type Conn struct {
 	local  net.Addr
 
 	ignored bool // an untrusted header was discarded (UntrustedIgnore)
+	proxy   bool // its pending slot was the trusted budget's, until Accept
 
 	trust clientip.Trust     // the listener's Config.Trust
 	res   *clientip.Resolver // the resolver it judged the connection with
@@ -156,7 +157,8 @@ func (c *Conn) SetWriteDeadline(t time.Time) error { return c.nc.SetWriteDeadlin
 
 // FactsFromConn returns the Facts of c when c is a [*Conn] or wraps one: a
 // [*tls.Conn] (as tls.NewListener and mochi-mqtt's TLS listener hand out) or
-// any connection with a NetConn method. It does not allocate.
+// any connection with a NetConn method. A nil c, or a nil pointer of any
+// connection type, has no Facts. It does not allocate.
 func FactsFromConn(c net.Conn) (Facts, bool) {
 	if pc := unwrap(c); pc != nil {
 		return pc.facts, true
@@ -192,19 +194,37 @@ func sameTrust(a, b clientip.Trust) bool {
 	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }
 
-// unwrap returns the *Conn that c is or wraps, or nil.
+// unwrap returns the *Conn that c is or wraps, or nil. A nil connection of
+// any type (a nil *tls.Conn, a nil pointer to a wrapper) wraps nothing: its
+// NetConn method is not called, since it would dereference nil.
 func unwrap(c net.Conn) *Conn {
 	for range 8 {
 		switch v := c.(type) {
 		case *Conn:
 			return v
 		case *tls.Conn:
+			if v == nil {
+				return nil
+			}
 			c = v.NetConn()
 		case interface{ NetConn() net.Conn }:
+			if isNil(v) {
+				return nil
+			}
 			c = v.NetConn()
 		default:
 			return nil
 		}
 	}
 	return nil
+}
+
+// isNil reports whether v holds a nil pointer, map, slice, channel or
+// function. It does not allocate.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.UnsafePointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func:
+		return rv.IsNil()
+	}
+	return false
 }

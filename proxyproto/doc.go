@@ -133,15 +133,20 @@
 // than the default only when its v2 length field asks for one within that
 // bound. A refused connection is closed, counted in [Listener.Stats] and
 // reported to Config.OnReject with the peer, the reason and how long it took;
-// it never reaches the application's accept loop.
+// it never reaches the application's accept loop. At most Config.MaxOnReject
+// (default 64) callbacks run at once; a rejection beyond them is counted in
+// Stats.Unreported instead, so a flood of refused connections cannot pile up
+// goroutines behind a slow callback.
 //
 // # Pending budgets
 //
 // Each connection waiting for its header or for Accept holds a slot, and
-// trusted upstreams and untrusted peers draw on separate budgets, so that
+// trusted proxies and untrusted peers draw on separate budgets, so that
 // however many connections untrusted peers open, and however slowly they
 // send, the load balancers keep capacity of their own. Config.MaxPending
-// (default 4096) bounds the trusted upstreams' connections; while it is
+// (default 4096) bounds the trusted proxies' connections (every proxy the
+// Trust names, including those Config.Upstreams does not allow to send a
+// header: an HTTP proxy beside a PROXY load balancer); while it is
 // reached the listener stops accepting and the kernel's backlog holds the
 // rest, which slows a load balancer down but refuses none of its clients.
 // Config.MaxPendingUntrusted (default 1024) bounds the other peers', and
@@ -149,7 +154,7 @@
 // IPv6 /64 (the IPv4 address an IPv6 one carries, behind NAT64 say). An
 // untrusted connection over either bound is closed on arrival
 // with a reset, without a byte read: the listener fails closed rather than
-// queueing it, and keeps accepting, so a trusted upstream's connection never
+// queueing it, and keeps accepting, so a trusted proxy's connection never
 // waits in the backlog behind a flood of untrusted ones. Such connections are
 // counted in Stats.Shed by [ShedReason] and not reported to Config.OnReject,
 // whose per-connection cost a flood must not be able to multiply. Errors of
@@ -173,8 +178,12 @@
 // ([ErrHeaderTooLong]). IPv4-mapped addresses
 // are unmapped. A LOCAL header (v2 command LOCAL, or v1 UNKNOWN) is accepted
 // with the socket's own addresses, as section 2.2 requires; its address block
-// and TLVs are discarded unread, so nothing a health check sends is ever
-// exposed as a fact. Such a header names no client, and
+// and TLVs are discarded, so nothing a health check sends is ever exposed as a
+// fact. Only a CRC32C TLV among them is read and verified, since section 2.2.3
+// has the checksum cover the whole header whatever the command (a PROXY
+// header whose command byte was corrupted into LOCAL fails it); it is looked
+// for after the family's address block and, as AWS NLB health checks place it
+// under family TCP4, right after the fixed part. Such a header names no client, and
 // [Facts.Transport] says so (clientip.Transport.ProxyLocal): clientip then
 // ends the walk at a trusted upstream (ErrAllTrusted, the upstream in
 // Result.Via: an internal caller, as its health checks are) rather than step

@@ -34,7 +34,8 @@ var (
 	ErrInvalidHeader = errors.New("proxyproto: invalid PROXY protocol header")
 
 	// ErrChecksum means a v2 header's PP2_TYPE_CRC32C TLV does not match the
-	// header (spec section 2.2.3), is not 4 bytes long, or appears twice.
+	// header (spec section 2.2.3), is not 4 bytes long, or appears twice,
+	// whatever the command: LOCAL headers are checked too.
 	ErrChecksum = errors.New("proxyproto: CRC32C mismatch")
 
 	// ErrUniqueIDTooLong means a PP2_TYPE_UNIQUE_ID TLV is longer than the

@@ -367,6 +367,43 @@ func ExampleConfig_pendingBudgets() {
 	// shed: 1 source_budget
 }
 
+// OnReject runs at most MaxOnReject calls at once, so that a flood of refused
+// connections cannot pile up goroutines behind a slow callback (here a stuck
+// log sink); a rejection beyond them is counted in Stats.Unreported.
+func ExampleConfig_maxOnReject() {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	stuck := make(chan struct{})
+	ln, err := proxyproto.NewListener(inner, proxyproto.Config{
+		Trust:       clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")}),
+		MaxOnReject: 1,
+		OnReject:    func(proxyproto.Rejection) { <-stuck },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ln.Close()
+	defer close(stuck)
+	go ln.Accept()
+
+	// The load balancer's connections without a header are refused.
+	for range 3 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			log.Fatal(err)
+		}
+		c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+		c.Read(make([]byte, 1)) // until the listener closes it
+		c.Close()
+	}
+	st := ln.Stats()
+	fmt.Println("refused:", st.TotalRejected(), "unreported:", st.Unreported)
+	// Output:
+	// refused: 3 unreported: 2
+}
+
 // exampleCert returns a throwaway self-signed certificate.
 func exampleCert() tls.Certificate {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -1,9 +1,6 @@
 package proxyproto
 
 import (
-	"bytes"
-	"log/slog"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,19 +37,9 @@ func TestFactsString(t *testing.T) {
 	// (Transport.ProxyLocal): the log line says so, not only "no header".
 	up := Facts{Peer: ap("10.0.0.5:41234"), Local: ap("10.0.0.9:8883"), NoHeaderFromUpstream: true}
 	assert.Equal(t, "peer 10.0.0.5:41234 no header from upstream", up.String())
-	logLine := func(v any) string {
-		var buf bytes.Buffer
-		slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		}})).Info("conn", "pp", v)
-		return strings.TrimSpace(buf.String())
-	}
-	want := `level=INFO msg=conn pp.peer=10.0.0.5:41234 pp.local=10.0.0.9:8883 pp.version=2 pp.command=proxy pp.source=203.0.113.7:5555 pp.destination=192.0.2.10:8883 pp.authority=mqtt.example.com`
-	assert.Equal(t, want, logLine(f), "slog")
-	assert.Equal(t, `level=INFO msg=conn pp.peer=10.0.0.5:41234 pp.local=10.0.0.9:8883 pp.version=0 pp.command=none pp.no_header_from_upstream=true`, logLine(up), "slog, headerless upstream")
+	want := `pp.peer=10.0.0.5:41234 pp.local=10.0.0.9:8883 pp.version=2 pp.command=proxy pp.source=203.0.113.7:5555 pp.destination=192.0.2.10:8883 pp.authority=mqtt.example.com`
+	assert.Equal(t, want, logAttrs("pp", f), "slog")
+	assert.Equal(t, `pp.peer=10.0.0.5:41234 pp.local=10.0.0.9:8883 pp.version=0 pp.command=none pp.no_header_from_upstream=true`, logAttrs("pp", up), "slog, headerless upstream")
 }
 
 // Allocation promises made in doc comments.

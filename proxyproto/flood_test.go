@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sourceip/sourceip/clientip"
 )
 
 // dialFrom connects from the loopback address src and writes first.
@@ -152,9 +154,8 @@ func TestUntrustedFloodDoesNotStarveTrusted(t *testing.T) {
 	wg.Wait()
 	require.Empty(t, errs, "trusted load balancer's connections")
 
-	// A trusted connection's slot is freed just after Accept takes it.
-	waitFor(t, "the trusted slots to be freed", func() bool { return l.Stats().Pending == budget })
 	st = l.Stats()
+	assert.Equal(t, budget, st.Pending, "the trusted slots are freed")
 	assert.Equal(t, uint64(trustedN), st.Accepted, "trusted connections accepted")
 	assert.Equal(t, uint64(trustedN), st.Proxied)
 	assert.Equal(t, budget, st.PendingUntrusted, "the untrusted budget stayed full while they were served")
@@ -183,4 +184,57 @@ func TestUntrustedFloodDoesNotStarveTrusted(t *testing.T) {
 		budget, filled.Round(time.Millisecond), crowded, st.Shed[ShedSourceBudget], st.Shed[ShedUntrustedBudget],
 		trustedN, time.Since(trial).Round(time.Millisecond), rtts[len(rtts)/2].Round(time.Microsecond),
 		rtts[len(rtts)-1].Round(time.Microsecond), st)
+}
+
+// A trusted proxy that Upstreams does not allow to send a header (an HTTP
+// proxy writing X-Forwarded-For beside a PROXY load balancer) drew on the
+// untrusted budget and its per-source bound: with the untrusted budget full
+// of an attacker's slow connections, every connection of that trusted proxy
+// was shed on arrival. Its connections now take trusted slots, as the load
+// balancer's do, while its header is still not believed.
+func TestUntrustedFloodDoesNotStarveTrustedProxyOutsideUpstreams(t *testing.T) {
+	const (
+		lb       = "127.0.0.2" // the PROXY load balancer, in Upstreams
+		httpProx = "127.0.0.3" // a trusted proxy outside Upstreams
+		attacker = "127.0.0.9"
+		budget   = 2 // MaxPendingUntrusted and MaxPendingPerSource
+		proxyN   = 3 // more than either
+	)
+	s := newServer(t, Config{
+		Trust:               trustOf(lb + "," + httpProx),
+		Upstreams:           clientip.MustParsePrefixSet(lb),
+		MaxPendingUntrusted: budget,
+		MaxPendingPerSource: budget,
+		ReadHeaderTimeout:   time.Hour,
+	})
+	for range budget {
+		c, err := dialFrom(attacker, s.addr(), []byte("PRO")) // a header that never ends
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+	}
+	waitFor(t, "the attacker to fill the untrusted budget", func() bool { return s.l.Stats().PendingUntrusted == budget })
+
+	var conns []net.Conn
+	for i := range proxyN {
+		c, err := dialFrom(httpProx, s.addr(), []byte("GET / HTTP/1.1\r\n"))
+		require.NoError(t, err, "trusted proxy's connection %d", i)
+		t.Cleanup(func() { c.Close() })
+		conns = append(conns, c)
+	}
+	for range proxyN {
+		f := s.accept(t).Facts()
+		assert.Equal(t, Facts{Peer: f.Peer, Local: f.Local}, f, "a trusted proxy's connection without a header")
+	}
+	st := s.l.Stats()
+	assert.Zero(t, st.TotalShed(), "shed: %+v", st)
+	assert.Equal(t, budget, st.PendingUntrusted, "the attacker's connections still wait")
+
+	// Its header is still refused, as an untrusted peer's (UntrustedClose).
+	c, err := dialFrom(httpProx, s.addr(), []byte("PROXY TCP4 203.0.113.7 192.0.2.10 1 2\r\n"))
+	require.NoError(t, err)
+	defer c.Close()
+	r := s.reject(t)
+	assert.Equal(t, ReasonUntrusted, r.Reason)
+	assert.False(t, r.Trusted)
+	closedByServer(t, c)
 }

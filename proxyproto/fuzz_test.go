@@ -36,6 +36,8 @@ func fuzzSeeds() [][]byte {
 		append(v2(0x21, 0x11, a4), 0x16, 0x03, 0x01),
 		v2(0x20, 0x00, nil),
 		withCRC(v2(0x20, 0x11, nil, tlv(0x04, make([]byte, 70)))),
+		awsNLBHealthCheck(),
+		flipLast(withCRC(v2(0x20, 0x11, a4))),
 		full,
 		full[:len(full)-5],
 		flipLast(withCRC(v2(0x21, 0x11, a4))),
@@ -405,13 +407,13 @@ func FuzzFormat(f *testing.F) {
 
 		// What a receiver makes of the TLVs, counting the checksum the
 		// writer adds when the TLVs hold none of 4 bytes.
-		crcs, fourByteCRC, ssls, badTLV := 0, false, 0, false
+		crcs, fourByteCRC, ssls, badTLV, badCRC := 0, false, 0, false, false
 		for _, tl := range list {
 			switch tl.Type {
 			case TLVCRC32C:
 				crcs++
 				fourByteCRC = fourByteCRC || len(tl.Value) == 4
-				badTLV = badTLV || len(tl.Value) != 4
+				badCRC = badCRC || len(tl.Value) != 4
 			case TLVUniqueID:
 				badTLV = badTLV || len(tl.Value) > maxUniqueID
 			case TLVSSL:
@@ -424,7 +426,8 @@ func FuzzFormat(f *testing.F) {
 		if added {
 			crcs++
 		}
-		badTLV = badTLV || crcs > 1 || ssls > 1
+		badCRC = badCRC || crcs > 1
+		badTLV = badTLV || badCRC || ssls > 1
 
 		addrLen := 0
 		s, d := h.Source.Addr().Unmap(), h.Destination.Addr().Unmap()
@@ -458,6 +461,13 @@ func FuzzFormat(f *testing.F) {
 		if version == 2 && h.Command == CommandProxy && badTLV {
 			if !errors.Is(err, ErrInvalidHeader) {
 				t.Fatalf("a header with a TLV that breaks a rule parsed: %+v, %v", got, err)
+			}
+			return
+		}
+		// A LOCAL header's TLVs are discarded, but its checksum is verified.
+		if version == 2 && h.Command == CommandLocal && badCRC {
+			if !errors.Is(err, ErrChecksum) {
+				t.Fatalf("a LOCAL header with a checksum that breaks a rule parsed: %+v, %v", got, err)
 			}
 			return
 		}

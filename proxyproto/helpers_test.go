@@ -1,9 +1,12 @@
 package proxyproto
 
 import (
+	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"log/slog"
 	"net/netip"
+	"strings"
 
 	"github.com/sourceip/sourceip/clientip"
 )
@@ -65,4 +68,17 @@ func mustTLVs(list ...TLV) TLVs {
 		panic(err)
 	}
 	return t
+}
+
+// logAttrs returns the text handler's line for v logged under key, without
+// the time, level and message.
+func logAttrs(key string, v any) string {
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey || a.Key == slog.LevelKey || a.Key == slog.MessageKey {
+			return slog.Attr{}
+		}
+		return a
+	}})).Info("", key, v)
+	return strings.TrimSpace(buf.String())
 }

@@ -21,11 +21,11 @@ const (
 	// retransmit (section 2).
 	DefaultReadHeaderTimeout = 5 * time.Second
 
-	// DefaultMaxPending bounds the connections from trusted upstreams
-	// waiting for their header or for Accept at any time.
+	// DefaultMaxPending bounds the connections from trusted proxies waiting
+	// for their header or for Accept at any time.
 	DefaultMaxPending = 4096
 
-	// DefaultMaxPendingUntrusted bounds the connections from untrusted peers
+	// DefaultMaxPendingUntrusted bounds the connections from other peers
 	// waiting for their header or for Accept at any time.
 	DefaultMaxPendingUntrusted = 1024
 
@@ -33,6 +33,9 @@ const (
 	// source (an IPv4 address or an IPv6 /64) waiting for their header or for
 	// Accept at any time.
 	DefaultMaxPendingPerSource = 64
+
+	// DefaultMaxOnReject bounds the Config.OnReject calls running at once.
+	DefaultMaxOnReject = 64
 )
 
 // Config configures a [Listener]. The zero Config is valid and trusts no
@@ -68,7 +71,10 @@ type Config struct {
 	// be in both, so a later change of a *clientip.Store that stops trusting
 	// an upstream stops its headers too. It does not apply to a Unix-domain
 	// peer, which TrustUnixSocket alone decides. The zero value narrows
-	// nothing.
+	// nothing. A trusted proxy outside Upstreams may not send a header (it is
+	// refused or discarded as an untrusted peer's, under Untrusted), but its
+	// connections still draw on MaxPending, the trusted proxies' budget, so
+	// that untrusted peers cannot starve them either.
 	Upstreams clientip.PrefixSet
 
 	// Headerless says what to do with a trusted upstream's connection that
@@ -86,21 +92,25 @@ type Config struct {
 	// DefaultReadHeaderTimeout; negative is an error.
 	ReadHeaderTimeout time.Duration
 
-	// MaxPending bounds the connections from trusted upstreams waiting for
-	// their header or for Accept. While it is reached the listener stops
+	// MaxPending bounds the connections from trusted proxies waiting for
+	// their header or for Accept: the peers Trust names as proxies (its
+	// TrustedProxies, and a Unix-domain peer under TrustUnixSocket), whether
+	// or not Upstreams lists them. While it is reached the listener stops
 	// accepting, and new connections wait in the kernel's backlog: a trusted
-	// upstream is slowed down, never refused. Untrusted peers never take
-	// these slots. Zero means DefaultMaxPending; negative is an error.
+	// proxy is slowed down, never refused. Untrusted peers never take these
+	// slots. In hop-count mode without TrustedProxies, which names no proxy,
+	// only Upstreams take them. Zero means DefaultMaxPending; negative is an
+	// error.
 	MaxPending int
 
-	// MaxPendingUntrusted bounds the connections from peers the listener
-	// does not trust waiting for their header or for Accept. A connection
+	// MaxPendingUntrusted bounds the connections from the other peers,
+	// untrusted ones, waiting for their header or for Accept. A connection
 	// from an untrusted peer that arrives while it is reached is closed at
 	// once, unread (fail closed), and counted in [Stats].Shed. The listener
 	// never stops accepting for untrusted peers, so however many of them hold
-	// slots, a trusted upstream's connection is taken from the kernel's
-	// backlog without waiting behind theirs. Zero means
-	// DefaultMaxPendingUntrusted; negative is an error.
+	// slots, a trusted proxy's connection is taken from the kernel's backlog
+	// without waiting behind theirs. Zero means DefaultMaxPendingUntrusted;
+	// negative is an error.
 	MaxPendingUntrusted int
 
 	// MaxPendingPerSource bounds the connections from one untrusted source
@@ -110,8 +120,8 @@ type Config struct {
 	// 64:ff9b::/96, is that IPv4 address, as clientip.RateLimitKey has it;
 	// all Unix-domain peers are one source). A connection over it is closed
 	// at once, unread, and counted in [Stats].Shed, so a single source cannot
-	// take the whole untrusted budget. It does not apply to trusted
-	// upstreams, each of which carries many clients. Zero means
+	// take the whole untrusted budget. It does not apply to trusted proxies,
+	// each of which carries many clients. Zero means
 	// DefaultMaxPendingPerSource; negative is an error.
 	MaxPendingPerSource int
 
@@ -130,14 +140,21 @@ type Config struct {
 	// means MaxHeaderLen; any other value outside that range is an error.
 	MaxHeaderBytes int
 
-	// OnReject, when set, is called once for every connection the listener
-	// refuses after reading from it, after closing it and freeing its
-	// pending slot (a slow callback holds no budget), on a goroutine of the
-	// listener's (never the one accepting from the inner listener). It may be
-	// called concurrently and should return promptly. Connections shed on
-	// arrival over a pending budget are not reported here, only counted in
-	// [Stats].Shed, so that a flood cannot multiply the callback's cost.
+	// OnReject, when set, is called for a connection the listener refuses
+	// after reading from it, after closing it and freeing its pending slot (a
+	// slow callback holds no budget), on a goroutine of the listener's (never
+	// the one accepting from the inner listener). It may be called
+	// concurrently, at most MaxOnReject times at once, and should return
+	// promptly: a rejection that comes while MaxOnReject calls are running is
+	// not reported, only counted in [Stats].Rejected and [Stats].Unreported,
+	// so that a flood of refused connections cannot pile up goroutines
+	// behind a slow callback. Connections shed on arrival over a pending
+	// budget are not reported here either, only counted in [Stats].Shed.
 	OnReject func(Rejection)
+
+	// MaxOnReject bounds the OnReject calls running at once, each holding
+	// a goroutine. Zero means DefaultMaxOnReject; negative is an error.
+	MaxOnReject int
 
 	// OnAcceptError, when set, is called with every error of the inner
 	// listener's Accept except those caused by Close. For a temporary error
@@ -169,7 +186,7 @@ type Config struct {
 // counted in [Listener.Stats] and reported to Config.OnReject), and
 // RemoteAddr never blocks. From the first call to Accept on, it accepts from
 // the inner listener ahead of Accept, holding at most Config.MaxPending
-// connections from trusted upstreams and Config.MaxPendingUntrusted from
+// connections from trusted proxies and Config.MaxPendingUntrusted from
 // other peers (Config.MaxPendingPerSource from any one of them) that wait for
 // their header or for Accept; untrusted connections over budget are closed on
 // arrival. go-proxyproto's own Listener, its policies and its package-level
@@ -185,10 +202,11 @@ type Listener struct {
 	timeout    time.Duration
 	maxV2      int // the longest v2 address block and TLVs of a trusted upstream
 	onReject   func(Rejection)
+	reporting  chan struct{} // one token per OnReject call running
 	onAcceptEr func(error, time.Duration)
 
 	start     sync.Once
-	slots     chan struct{} // one token per pending connection from a trusted upstream
+	slots     chan struct{} // one token per pending connection from a trusted proxy
 	untrust   untrustedBudget
 	ready     chan *Conn
 	done      chan struct{} // closed by Close
@@ -204,6 +222,7 @@ type Listener struct {
 	waited                                          atomic.Uint64 // handed to a goroutine to wait (tests)
 	grown                                           atomic.Uint64 // buffers grown for a long header (tests)
 	accepted, proxied, local, ignored, acceptErrors atomic.Uint64
+	unreported                                      atomic.Uint64
 	rejected                                        [numReasons]atomic.Uint64
 	shed                                            [numShedReasons]atomic.Uint64
 }
@@ -243,6 +262,8 @@ func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 		return nil, fmt.Errorf("%w: MaxPendingUntrusted %d is negative", ErrInvalidConfig, cfg.MaxPendingUntrusted)
 	case perSource < 0:
 		return nil, fmt.Errorf("%w: MaxPendingPerSource %d is negative", ErrInvalidConfig, cfg.MaxPendingPerSource)
+	case cfg.MaxOnReject < 0:
+		return nil, fmt.Errorf("%w: MaxOnReject %d is negative", ErrInvalidConfig, cfg.MaxOnReject)
 	case cfg.MaxHeaderBytes != 0 && (cfg.MaxHeaderBytes < MaxHeaderLen || cfg.MaxHeaderBytes > MaxHeaderBytesLimit):
 		return nil, fmt.Errorf("%w: MaxHeaderBytes %d is outside [%d, %d]", ErrInvalidConfig, cfg.MaxHeaderBytes, MaxHeaderLen, MaxHeaderBytesLimit)
 	}
@@ -266,6 +287,11 @@ func NewListener(inner net.Listener, cfg Config) (*Listener, error) {
 		perSource = DefaultMaxPendingPerSource
 	}
 	l.slots = make(chan struct{}, maxPending)
+	maxOnReject := cfg.MaxOnReject
+	if maxOnReject == 0 {
+		maxOnReject = DefaultMaxOnReject
+	}
+	l.reporting = make(chan struct{}, maxOnReject)
 	l.untrust = untrustedBudget{max: maxUntrusted, perSource: perSource, bySource: make(map[netip.Prefix]int)}
 	return l, nil
 }
@@ -290,8 +316,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// count records c in the counters as Accept returns it.
+// count frees c's pending slot and records c in the counters as Accept
+// returns it, so that Stats is exact when Accept returns.
 func (l *Listener) count(c *Conn) *Conn {
+	l.release(c.proxy, c.facts.Peer.Addr())
 	l.accepted.Add(1)
 	switch c.facts.Command {
 	case CommandProxy:
@@ -335,6 +363,7 @@ func (l *Listener) Stats() Stats {
 		Pending:          int(l.pending.Load()),
 		PendingUntrusted: l.untrust.load(),
 		AcceptErrors:     l.acceptErrors.Load(),
+		Unreported:       l.unreported.Load(),
 	}
 	for i := range s.Rejected {
 		s.Rejected[i] = l.rejected[i].Load()
@@ -357,7 +386,7 @@ func (l *Listener) closed() bool {
 }
 
 // serve accepts from the inner listener and gives each connection a pending
-// slot until it is handed to Accept or refused: a trusted upstream's
+// slot until it is handed to Accept or refused: a trusted proxy's
 // connection waits for a slot of its own budget, an untrusted peer's is shed
 // when its budget is spent, so untrusted peers never stop the loop. A
 // connection whose header (or first bytes) already arrived is judged right
@@ -389,8 +418,8 @@ func (l *Listener) serve() {
 		if l.trust != nil {
 			hs.res = l.trust.Resolver() // once: the whole connection is judged with it
 		}
-		hs.trusted = l.trusts(hs.res, hs.peer)
-		if hs.trusted {
+		hs.trusted, hs.proxy = l.trusts(hs.res, hs.peer)
+		if hs.proxy {
 			select {
 			case l.slots <- struct{}{}:
 			case <-l.done:
@@ -441,23 +470,26 @@ func (l *Listener) acceptFailed(err error, delay time.Duration) time.Duration {
 
 // trusts reports whether a connection from the socket peer peer (the zero
 // value for a Unix-domain socket), judged under r (nil without a Trust),
-// comes from a trusted upstream: whether its header may be believed and
-// which pending budget it draws on. Every trust decision of the listener is
-// made here.
-func (l *Listener) trusts(r *clientip.Resolver, peer netip.AddrPort) bool {
+// comes from a trusted upstream, whose header may be believed, and whether
+// it comes from a trusted proxy, which draws on the trusted pending budget:
+// every trusted upstream, and the proxies r names that Upstreams leaves
+// out. Every trust decision of the listener is made here.
+func (l *Listener) trusts(r *clientip.Resolver, peer netip.AddrPort) (upstream, proxy bool) {
 	a := peer.Addr()
 	switch {
 	case r == nil || !r.TrustsPeer(a):
-		return false
+		return false, false
 	case !a.IsValid():
-		return true // a Unix-domain peer under TrustUnixSocket
-	case l.upstreams.Len() > 0:
-		return l.upstreams.Contains(a)
+		return true, true // a Unix-domain peer under TrustUnixSocket
+	}
+	if l.upstreams.Len() > 0 && l.upstreams.Contains(a) {
+		return true, true
 	}
 	// Hop-count mode without TrustedProxies steps over any peer in the
-	// walk; that names no upstream whose header could be believed.
+	// walk; that names no proxy, and no upstream but those listed.
 	c := r.Config()
-	return c.TrustedHops == 0 || c.TrustedProxies.Len() > 0
+	named := c.TrustedHops == 0 || c.TrustedProxies.Len() > 0
+	return named && l.upstreams.Len() == 0, named
 }
 
 // checkUpstreams refuses Upstreams without a Trust, a Trust whose Resolver
@@ -492,11 +524,12 @@ type handshake struct {
 	start   time.Time
 	peer    netip.AddrPort
 	res     *clientip.Resolver // the resolver in force when it was accepted
-	trusted bool
-	buf     *[bufSize]byte // from bufPool; nil once big replaces it
-	big     []byte         // a trusted upstream's header longer than buf
-	have    int            // bytes read
-	rerr    error          // the last read's error
+	trusted bool               // a trusted upstream: its header is believed
+	proxy   bool               // a trusted proxy: it draws on the trusted budget
+	buf     *[bufSize]byte     // from bufPool; nil once big replaces it
+	big     []byte             // a trusted upstream's header longer than buf
+	have    int                // bytes read
+	rerr    error              // the last read's error
 }
 
 // bytes returns the buffer hs reads into.
@@ -557,11 +590,13 @@ func (l *Listener) readHeader(hs *handshake) outcome {
 	}
 }
 
-// finish hands hs's connection to Accept or closes it, and releases its slot.
+// finish hands hs's connection to Accept, which releases its slot, or closes
+// it and releases its slot.
 // A refused connection's slot is released before OnReject runs, so that a
 // slow callback holds no budget for a connection that is gone; from the
 // accept loop (inline), OnReject runs in a goroutine of its own so that it
-// cannot stall accepting either.
+// cannot stall accepting either. At most cap(l.reporting) calls run at once;
+// a rejection beyond them is counted, not reported.
 func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 	if hs.buf != nil {
 		bufPool.Put(hs.buf)
@@ -569,57 +604,74 @@ func (l *Listener) finish(hs *handshake, r outcome, inline bool) {
 	hs.buf, hs.big = nil, nil
 	nc := hs.nc
 	if r.err != nil {
-		// Counted before the peer can see the close; closing the listener
-		// is not a rejection.
+		// Counted, reported or not, before the peer can see the close;
+		// closing the listener is not a rejection.
 		if l.closed() {
 			nc.Close()
-			l.release(hs)
+			l.release(hs.proxy, hs.peer.Addr())
 			return
 		}
 		l.rejected[r.reason].Add(1)
-		nc.Close()
-		l.release(hs)
+		report := false
 		if l.onReject != nil {
-			rej := Rejection{
-				Peer:     hs.peer,
-				Local:    socketAddrPort(nc.LocalAddr()),
-				Trusted:  hs.trusted,
-				Version:  r.version,
-				Reason:   r.reason,
-				Err:      r.err,
-				Duration: time.Since(hs.start),
+			select {
+			case l.reporting <- struct{}{}:
+				report = true
+			default:
+				l.unreported.Add(1)
 			}
-			if inline {
-				go l.onReject(rej)
-			} else {
-				l.onReject(rej)
-			}
+		}
+		nc.Close()
+		l.release(hs.proxy, hs.peer.Addr())
+		if !report {
+			return
+		}
+		rej := Rejection{
+			Peer:     hs.peer,
+			Local:    socketAddrPort(nc.LocalAddr()),
+			Trusted:  hs.trusted,
+			Version:  r.version,
+			Reason:   r.reason,
+			Err:      r.err,
+			Duration: time.Since(hs.start),
+		}
+		if inline {
+			go l.report(rej)
+		} else {
+			l.report(rej)
 		}
 		return
 	}
-	defer l.release(hs)
 	r.facts.Peer = hs.peer
 	r.facts.Local = socketAddrPort(nc.LocalAddr())
 	// The walk honours this judgement for the connection's lifetime: a
 	// discarded header means the bytes after it are not the peer's.
 	r.facts.PeerUntrusted = r.ignored || hs.res != nil && !hs.res.TrustsPeer(hs.peer.Addr())
 	c := newConn(nc, r.facts, r.rest)
-	c.ignored = r.ignored
+	c.ignored, c.proxy = r.ignored, hs.proxy
 	c.trust, c.res = l.trust, hs.res
 	select {
-	case l.ready <- c:
+	case l.ready <- c: // Accept frees the slot as it takes c
 	case <-l.done:
 		nc.Close()
+		l.release(hs.proxy, hs.peer.Addr())
 	}
 }
 
-// release frees hs's pending slot.
-func (l *Listener) release(hs *handshake) {
+// report calls OnReject with r and gives back the token finish took for it.
+func (l *Listener) report(r Rejection) {
+	defer func() { <-l.reporting }()
+	l.onReject(r)
+}
+
+// release frees the pending slot of a connection from peer, taken from the
+// trusted budget if proxy is set.
+func (l *Listener) release(proxy bool, peer netip.Addr) {
 	l.pending.Add(-1)
-	if hs.trusted {
+	if proxy {
 		<-l.slots
 	} else {
-		l.untrust.release(hs.peer.Addr())
+		l.untrust.release(peer)
 	}
 }
 

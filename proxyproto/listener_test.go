@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -446,12 +447,32 @@ func TestListenerSilentClientDoesNotBlockAccept(t *testing.T) {
 	c := dial(t, lbAddr, s.addr())
 	WriteHeader(c, header(2, "203.0.113.7:1", "192.0.2.10:2"))
 	s.accept(t)
-	// The accepted connection gives its pending slot back just after Accept
-	// has taken it, so Stats may still count it for a moment.
-	waitFor(t, "the accepted connection's slot", func() bool { return s.l.Stats().Pending < 2 })
 	st := s.l.Stats()
 	assert.Equal(t, 1, st.Pending, "the silent client still waits")
 	assert.Zero(t, st.TotalRejected())
+}
+
+// Stats is exact when Accept returns: the connection it returns is counted in
+// Accepted and no longer in Pending. Its slot was freed by the goroutine that
+// handed it over, just after the handover, so Stats could still count it as
+// pending for a moment (the flaky TestListenerSilentClientDoesNotBlockAccept
+// in CI); here the connection waits for Accept before Accept is called, the
+// order in which that goroutine ran last.
+func TestListenerStatsExactWhenAcceptReturns(t *testing.T) {
+	l := newListener(t, trustedLB())
+	for i := range 100 {
+		c := dial(t, lbAddr, l.Addr().String())
+		require.NoError(t, WriteHeader(c, header(2, "203.0.113.7:1", "192.0.2.10:2")))
+		if i > 0 { // the first Accept starts the listener
+			waitFor(t, "the connection to wait for Accept", func() bool { return l.Stats().Pending == 1 })
+		}
+		sc, err := l.Accept()
+		require.NoError(t, err)
+		st := l.Stats()
+		sc.Close()
+		require.Equal(t, uint64(i+1), st.Accepted, "connection %d", i)
+		require.Zero(t, st.Pending, "connection %d: Pending when Accept returned", i)
+	}
 }
 
 // A connection refused while its header was awaited gives its pending slot
@@ -490,6 +511,51 @@ func TestListenerOnRejectHoldsNoSlot(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		require.Fail(t, "the next connection was not accepted while OnReject was stuck")
 	}
+}
+
+// A flood of refused connections behind a slow OnReject does not pile up
+// goroutines: every rejection ran the callback on a goroutine of its own (or
+// kept its header-reading goroutine) until the callback returned, so a stuck
+// callback held one goroutine per refused connection, without bound. At most
+// MaxOnReject calls run at once; the rest are counted in Stats.Unreported.
+func TestListenerOnRejectFloodBounded(t *testing.T) {
+	const (
+		flood = 200
+		limit = 4
+	)
+	stuck := make(chan struct{})
+	var running, calls atomic.Int64
+	cfg := trustedLB()
+	cfg.MaxOnReject = limit
+	cfg.OnReject = func(Rejection) {
+		running.Add(1)
+		calls.Add(1)
+		<-stuck
+		running.Add(-1)
+	}
+	l := newListener(t, cfg)
+	defer close(stuck) // before the listener's cleanup closes it
+	go l.Accept()
+	// Trusted connections without a header, refused under HeaderlessRefuse:
+	// some judged as they arrive, some by the goroutine that waits for
+	// their first bytes.
+	base := runtime.NumGoroutine()
+	for i := range flood {
+		_, err := dial(t, lbAddr, l.Addr().String()).Write([]byte("GET / HTTP/1.1\r\n"))
+		require.NoError(t, err, "connection %d", i)
+	}
+	waitFor(t, "every connection to be refused, then reported or counted", func() bool {
+		st := l.Stats()
+		return st.TotalRejected() == flood && calls.Load()+int64(st.Unreported) == flood
+	})
+	// Without the bound, one goroutine per refused connection stays behind
+	// the stuck callback and this never holds.
+	waitFor(t, "the refused connections' goroutines to end", func() bool { return runtime.NumGoroutine() <= base+limit+8 })
+	st := l.Stats()
+	assert.Equal(t, uint64(flood), st.Rejected[ReasonNoHeader], "%+v", st)
+	assert.Equal(t, int64(limit), calls.Load(), "OnReject calls")
+	assert.Equal(t, int64(limit), running.Load(), "OnReject calls running")
+	assert.Equal(t, uint64(flood-limit), st.Unreported, "rejections not reported")
 }
 
 func TestListenerClose(t *testing.T) {
@@ -535,6 +601,7 @@ func TestNewListenerConfig(t *testing.T) {
 		{"negative MaxPending", Config{MaxPending: -1}},
 		{"negative MaxPendingUntrusted", Config{MaxPendingUntrusted: -1}},
 		{"negative MaxPendingPerSource", Config{MaxPendingPerSource: -1}},
+		{"negative MaxOnReject", Config{MaxOnReject: -1}},
 		{"unknown Headerless", Config{Headerless: 7}},
 		{"unknown Untrusted", Config{Untrusted: 7}},
 		{"MaxHeaderBytes below the default", Config{MaxHeaderBytes: MaxHeaderLen - 1}},
@@ -554,6 +621,7 @@ func TestNewListenerConfig(t *testing.T) {
 	assert.Equal(t, DefaultMaxPending, cap(l.slots))
 	assert.Equal(t, DefaultMaxPendingUntrusted, l.untrust.max)
 	assert.Equal(t, DefaultMaxPendingPerSource, l.untrust.perSource)
+	assert.Equal(t, DefaultMaxOnReject, cap(l.reporting))
 	assert.Equal(t, DefaultReadHeaderTimeout, l.timeout)
 	assert.Equal(t, MaxV2Payload, l.maxV2)
 	l, err = NewListener(inner, Config{MaxHeaderBytes: MaxHeaderBytesLimit})
@@ -661,6 +729,42 @@ func TestFactsFromConn(t *testing.T) {
 	assert.Equal(t, context.Background(), ConnContext(context.Background(), p1), "ConnContext changed the context of a plain connection")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { FactsFromConn(c) }), "FactsFromConn allocations")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { FactsFromContext(ctx) }), "FactsFromContext allocations")
+}
+
+// wrapped is a connection wrapper with a NetConn method, like those
+// middleware put around accepted connections.
+type wrapped struct{ net.Conn }
+
+func (w *wrapped) NetConn() net.Conn { return w.Conn }
+
+// A nil connection of a concrete type (a nil *tls.Conn, a nil pointer to a
+// wrapper, a wrapper around one) has no Facts: FactsFromConn, ConnContext and
+// ResolverFromConn called NetConn on it, which dereferenced nil and panicked.
+func TestFactsFromConnTypedNil(t *testing.T) {
+	r := trustOf(lbAddr)
+	tests := []struct {
+		name string
+		c    net.Conn
+	}{
+		{"nil interface", nil},
+		{"nil *Conn", (*Conn)(nil)},
+		{"nil *tls.Conn", (*tls.Conn)(nil)},
+		{"nil wrapper", (*wrapped)(nil)},
+		{"wrapper around a nil *tls.Conn", &wrapped{(*tls.Conn)(nil)}},
+		{"wrapper around a nil wrapper", &wrapped{(*wrapped)(nil)}},
+		{"tls.Conn around a nil wrapper", tls.Server((*wrapped)(nil), &tls.Config{})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.NotPanics(t, func() {
+				_, ok := FactsFromConn(tt.c)
+				assert.False(t, ok, "FactsFromConn")
+				ctx := context.Background()
+				assert.Equal(t, ctx, ConnContext(ctx, tt.c), "ConnContext")
+				assert.Same(t, r, ResolverFromConn(tt.c, r), "ResolverFromConn")
+			})
+		})
+	}
 }
 
 // waitFor polls cond until it holds or 10 seconds pass.

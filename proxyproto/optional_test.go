@@ -24,8 +24,9 @@ func TestListenerOptionalHeader(t *testing.T) {
 	// An AWS NLB health check with proxy protocol v2 (tcpdump in
 	// kubernetes/kubernetes#57250): LOCAL, family TCP4, a CRC32C TLV and
 	// NOOP padding, no address block. The block of a LOCAL header is
-	// discarded unread (spec 2.2), checksum included.
-	nlb := v2(0x20, 0x11, nil, tlv(0x03, []byte{0xde, 0xad, 0xbe, 0xef}), tlv(0x04, make([]byte, 74)))
+	// discarded (spec 2.2), but its checksum covers the whole header (2.2.3).
+	nlb := awsNLBHealthCheck()
+	nlbBadCRC := v2(0x20, 0x11, nil, tlv(0x03, []byte{0xde, 0xad, 0xbe, 0xef}), tlv(0x04, make([]byte, 74)))
 	badCRC := flipLast(withCRC(v2(0x21, 0x11, addrs4("203.0.113.7", "192.0.2.10", 1, 2))))
 
 	const untrusted = "127.0.0.66"
@@ -42,6 +43,7 @@ func TestListenerOptionalHeader(t *testing.T) {
 		{name: "trusted, v1 PROXY: believed", src: lbAddr, header: proxyV1, command: CommandProxy, source: "203.0.113.7:5555"},
 		{name: "trusted, LOCAL health check", src: lbAddr, header: localV2, command: CommandLocal},
 		{name: "trusted, AWS NLB health check", src: lbAddr, header: nlb, command: CommandLocal},
+		{name: "trusted, 2.2.3 AWS NLB health check with a bad checksum: refused", src: lbAddr, header: nlbBadCRC, refused: true, reason: ReasonInvalid},
 		{name: "trusted, no header: served as the upstream", src: lbAddr, command: CommandNone},
 		{name: "untrusted, v2 PROXY: discarded, never believed", src: untrusted, header: proxyV2, command: CommandNone},
 		{name: "untrusted, v1 PROXY: discarded, never believed", src: untrusted, header: proxyV1, command: CommandNone},

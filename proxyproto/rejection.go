@@ -66,17 +66,23 @@ type Rejection struct {
 	Duration time.Duration
 }
 
-// LogValue implements [slog.LogValuer].
+// LogValue implements [slog.LogValuer]: a group with the peer and local
+// addresses, whether the peer is trusted, the version, the reason, the error
+// and the duration. The error is left out when Err is nil, as in a Rejection
+// the caller built; any Rejection, the zero value included, can be logged.
 func (r Rejection) LogValue() slog.Value {
-	return slog.GroupValue(
+	attrs := make([]slog.Attr, 0, 7)
+	attrs = append(attrs,
 		slog.String("peer", addrPortString(r.Peer)),
 		slog.String("local", addrPortString(r.Local)),
 		slog.Bool("trusted", r.Trusted),
 		slog.Int("version", int(r.Version)),
-		slog.String("reason", r.Reason.String()),
-		slog.String("error", r.Err.Error()),
-		slog.Duration("duration", r.Duration),
-	)
+		slog.String("reason", r.Reason.String()))
+	if r.Err != nil {
+		attrs = append(attrs, slog.String("error", r.Err.Error()))
+	}
+	attrs = append(attrs, slog.Duration("duration", r.Duration))
+	return slog.GroupValue(attrs...)
 }
 
 // Stats are a [Listener]'s counters since it was created.
@@ -91,17 +97,24 @@ type Stats struct {
 	// [UntrustedIgnore]; those connections are in Accepted too.
 	Ignored uint64
 	// Rejected counts refused connections by [Reason]: those whose first
-	// bytes were read and judged, each reported to Config.OnReject.
+	// bytes were read and judged, each reported to Config.OnReject unless
+	// counted in Unreported.
 	Rejected [numReasons]uint64
+	// Unreported counts the rejections, among Rejected, not reported to
+	// Config.OnReject because Config.MaxOnReject calls were already running.
+	Unreported uint64
 	// Shed counts connections from untrusted peers closed on arrival, unread
 	// and not reported to Config.OnReject, because a pending budget was
 	// spent, by [ShedReason]. They are not in Rejected.
 	Shed [numShedReasons]uint64
 	// Pending is the number of connections now waiting for their header or
-	// for Accept.
+	// for Accept. Accept frees a connection's slot before it returns it, so
+	// Stats called after Accept returns counts that connection in Accepted
+	// and not here.
 	Pending int
 	// PendingUntrusted is the part of Pending from untrusted peers, bounded
-	// by Config.MaxPendingUntrusted.
+	// by Config.MaxPendingUntrusted; the rest is from trusted proxies,
+	// bounded by Config.MaxPending.
 	PendingUntrusted int
 	// AcceptErrors counts errors from the inner listener's Accept other than
 	// those caused by Close: temporary ones (such as running out of file

@@ -61,7 +61,9 @@ func TestNewListenerUpstreams(t *testing.T) {
 	}
 }
 
-// Whose headers a listener believes, for each kind of Trust. Clients dial
+// Whose headers a listener believes, for each kind of Trust, and whose
+// connections draw on the trusted pending budget (proxy): every proxy the
+// Trust names, whether or not Upstreams lets it send a header. Clients dial
 // from 127.0.0.1 (the load balancer in most cases) or 127.0.0.2.
 func TestListenerTrustsPeer(t *testing.T) {
 	tests := []struct {
@@ -70,24 +72,33 @@ func TestListenerTrustsPeer(t *testing.T) {
 		upstreams string
 		from      string
 		believed  bool
+		proxy     bool
 	}{
-		{name: "a trusted proxy's header is believed", trust: trustOf("127.0.0.1"), from: "127.0.0.1", believed: true},
+		{name: "a trusted proxy's header is believed", trust: trustOf("127.0.0.1"), from: "127.0.0.1", believed: true, proxy: true},
 		{name: "an untrusted peer's header is refused", trust: trustOf("127.0.0.1"), from: "127.0.0.2"},
 		{name: "no Trust believes nobody", from: "127.0.0.1"},
-		{name: "Upstreams narrows the trusted proxies: inside", trust: trustOf("127.0.0.0/24"), upstreams: "127.0.0.2", from: "127.0.0.2", believed: true},
-		{name: "Upstreams narrows the trusted proxies: a trusted proxy outside", trust: trustOf("127.0.0.0/24"), upstreams: "127.0.0.2", from: "127.0.0.1"},
+		{name: "Upstreams narrows the trusted proxies: inside", trust: trustOf("127.0.0.0/24"), upstreams: "127.0.0.2", from: "127.0.0.2", believed: true, proxy: true},
+		{name: "Upstreams narrows the trusted proxies: a trusted proxy outside, still on the trusted budget",
+			trust: trustOf("127.0.0.0/24"), upstreams: "127.0.0.2", from: "127.0.0.1", proxy: true},
 		{name: "hop-count mode without TrustedProxies names no upstream", trust: clientip.MustNew(clientip.Config{TrustedHops: 1}), from: "127.0.0.1"},
 		{name: "hop-count mode without TrustedProxies believes Upstreams only: inside",
-			trust: clientip.MustNew(clientip.Config{TrustedHops: 1}), upstreams: "127.0.0.1", from: "127.0.0.1", believed: true},
-		{name: "hop-count mode without TrustedProxies believes Upstreams only: outside",
+			trust: clientip.MustNew(clientip.Config{TrustedHops: 1}), upstreams: "127.0.0.1", from: "127.0.0.1", believed: true, proxy: true},
+		{name: "hop-count mode without TrustedProxies believes Upstreams only: outside, on the untrusted budget",
 			trust: clientip.MustNew(clientip.Config{TrustedHops: 1}), upstreams: "127.0.0.1", from: "127.0.0.2"},
 		{name: "hop-count mode with TrustedProxies believes them",
-			trust: clientip.MustNew(clientip.Config{TrustedHops: 1, TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")}), from: "127.0.0.1", believed: true},
-		{name: "a Store's trusted proxy", trust: mustStore(t, clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")}), from: "127.0.0.1", believed: true},
+			trust: clientip.MustNew(clientip.Config{TrustedHops: 1, TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")}), from: "127.0.0.1", believed: true, proxy: true},
+		{name: "a Store's trusted proxy", trust: mustStore(t, clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1")}), from: "127.0.0.1", believed: true, proxy: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newServer(t, Config{Trust: tc.trust, Upstreams: clientip.MustParsePrefixSet(tc.upstreams)})
+			var r *clientip.Resolver
+			if tc.trust != nil {
+				r = tc.trust.Resolver()
+			}
+			upstream, proxy := s.l.trusts(r, netip.AddrPortFrom(netip.MustParseAddr(tc.from), 1))
+			assert.Equal(t, tc.believed, upstream, "trusted upstream")
+			assert.Equal(t, tc.proxy, proxy, "trusted pending budget")
 			c := dial(t, tc.from, s.addr())
 			WriteHeader(c, header(2, "203.0.113.7:5555", "192.0.2.10:8883"))
 			if !tc.believed {

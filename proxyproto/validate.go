@@ -29,10 +29,15 @@ func validate(ph *pp.Header, raw []byte) (Header, error) {
 	case pp.LOCAL:
 		// Spec 2.2: for LOCAL "the receiver must accept this connection as
 		// valid and must use the real connection endpoints and discard the
-		// protocol block including the family". Its TLVs (AWS NLB health
-		// checks send a CRC32C and padding without an address block) are
-		// dropped unread, checksum included.
+		// protocol block including the family". Its addresses and TLVs are
+		// dropped; only a checksum among them is verified, since spec 2.2.3
+		// has it cover the whole header whatever the command.
 		h.Command = CommandLocal
+		if h.Version == 2 {
+			if err := checkLocalCRC(raw); err != nil {
+				return Header{}, err
+			}
+		}
 		return h, nil
 	case pp.PROXY:
 		h.Command = CommandProxy
@@ -162,4 +167,81 @@ func headerCRC(raw []byte, at int) uint32 {
 	c := crc32.Update(0, castagnoli, raw[:at])
 	c = crc32.Update(c, castagnoli, zeroCRC[:])
 	return crc32.Update(c, castagnoli, raw[at+4:])
+}
+
+// checkLocalCRC enforces spec 2.2.3 on a v2 LOCAL header: "If the checksum is
+// provided as part of the PROXY header", its CRC32c must be that "of the
+// whole PROXY header", with no exception for LOCAL. A PROXY header whose
+// command byte was corrupted into LOCAL is caught by it, and would otherwise
+// be taken for the load balancer's own connection.
+//
+// Where a LOCAL header's TLVs start is not certain, since the receiver must
+// ignore the family: a sender may follow the family's address block (HAProxy
+// sends UNSPEC, with none), or write no address block under a family that
+// has one (AWS NLB health checks: family TCP4, then a CRC32C TLV and NOOP
+// padding, kubernetes/kubernetes#57250). Both layouts are tried, the
+// family's first; a layout whose TLVs do not run exactly to the end of the
+// header holds none. A checksum that matches in either layout passes (a
+// chance match is one in 2^32); one that is found and matches in neither, or
+// that is not 4 bytes or appears twice, fails with [ErrChecksum]. Other TLVs
+// of a LOCAL header are never looked at, so a LOCAL header without a
+// checksum, or whose TLVs are not well formed, passes as the spec requires.
+// It does not allocate unless it fails.
+func checkLocalCRC(raw []byte) error {
+	var failed error
+	layouts := [2]int{v2FixedLen + v2AddrLen(raw[13]), v2FixedLen}
+	for i, off := range layouts {
+		if i > 0 && off == layouts[0] {
+			break
+		}
+		at, framed, err := findCRC(raw, off)
+		switch {
+		case !framed || at < 0 && err == nil:
+			continue
+		case err == nil:
+			want := binary.BigEndian.Uint32(raw[at:])
+			got := headerCRC(raw, at)
+			if got == want {
+				return nil
+			}
+			err = fmt.Errorf("%w: %w: LOCAL header says %08x, computed %08x", ErrInvalidHeader, ErrChecksum, want, got)
+		}
+		if failed == nil {
+			failed = err
+		}
+	}
+	return failed
+}
+
+// findCRC walks the TLV vector that starts at raw[off:] and returns the
+// offset of the value of its PP2_TYPE_CRC32C TLV, or -1; err reports a
+// CRC32C TLV that is not 4 bytes or appears twice. framed is false when the
+// TLVs do not run exactly to the end of raw.
+func findCRC(raw []byte, off int) (at int, framed bool, err error) {
+	at = -1
+	if off > len(raw) {
+		return -1, false, nil
+	}
+	for i := off; i < len(raw); {
+		if len(raw)-i < 3 {
+			return -1, false, nil
+		}
+		l := int(binary.BigEndian.Uint16(raw[i+1 : i+3]))
+		v := i + 3
+		if v+l > len(raw) {
+			return -1, false, nil
+		}
+		if TLVType(raw[i]) == TLVCRC32C && err == nil {
+			switch {
+			case at >= 0:
+				err = fmt.Errorf("%w: %w: two CRC32C TLVs in a LOCAL header", ErrInvalidHeader, ErrChecksum)
+			case l != 4:
+				err = fmt.Errorf("%w: %w: CRC32C TLV is %d bytes, not 4", ErrInvalidHeader, ErrChecksum, l)
+			default:
+				at = v
+			}
+		}
+		i = v + l
+	}
+	return at, true, err
 }

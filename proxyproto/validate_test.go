@@ -68,7 +68,7 @@ func TestParseHeader(t *testing.T) {
 		{name: "2.2 v2 LOCAL UNSPEC", in: v2(l4, 0x00, nil), want: Header{Version: 2, Command: CommandLocal}},
 		{name: "2.2 v2 LOCAL discards its addresses and TLVs", in: v2(l4, tcp4, a4, tlv(0x02, []byte("evil.example"))),
 			want: Header{Version: 2, Command: CommandLocal}},
-		{name: "2.2 v2 LOCAL with a bad checksum is not checked (block discarded)", in: v2(l4, tcp4, a4, tlv(0x03, []byte{1, 2, 3, 4})),
+		{name: "2.2 v2 LOCAL TLVs that are not well formed are discarded unread", in: v2(l4, tcp4, a4, []byte{0x02, 0, 9}),
 			want: Header{Version: 2, Command: CommandLocal}},
 		{name: "2.2 v2 LOCAL like an AWS NLB health check (TLVs, no address block)",
 			in:   withCRC(v2(l4, tcp4, nil, tlv(0x04, make([]byte, 70)))),
@@ -100,6 +100,16 @@ func TestParseHeader(t *testing.T) {
 		{name: "2.2.3 CRC32C of another header", in: withCRCOf(v2(p4, tcp4, a4), v2(p4, tcp4, addrs4("203.0.113.9", "198.51.100.1", 56324, 443))), wantErr: ErrChecksum},
 		{name: "2.2.3 CRC32C not 4 bytes", in: v2(p4, tcp4, a4, tlv(0x03, []byte{1, 2, 3})), wantErr: ErrChecksum},
 		{name: "2.2.3 two CRC32C TLVs", in: withCRC(v2(p4, tcp4, a4, tlv(0x03, []byte{0, 0, 0, 0}))), wantErr: ErrChecksum},
+		// 2.2.3 covers "the whole PROXY header", whatever the command.
+		{name: "2.2.3 LOCAL CRC32C matches", in: withCRC(v2(l4, tcp4, a4)), want: Header{Version: 2, Command: CommandLocal}},
+		{name: "2.2.3 LOCAL CRC32C mismatch after the address block", in: v2(l4, tcp4, a4, tlv(0x03, []byte{1, 2, 3, 4})), wantErr: ErrChecksum},
+		{name: "2.2.3 LOCAL UNSPEC CRC32C mismatch (HAProxy's layout)", in: flipLast(withCRC(v2(l4, 0x00, nil, tlv(0x01, []byte("h2"))))), wantErr: ErrChecksum},
+		{name: "2.2.3 PROXY header corrupted into LOCAL", in: func() []byte { b := withCRC(v2(p4, tcp4, a4)); b[12] = l4; return b }(), wantErr: ErrChecksum},
+		{name: "2.2.3 AWS NLB health check (kubernetes/kubernetes#57250 capture): CRC32C without an address block matches",
+			in: awsNLBHealthCheck(), want: Header{Version: 2, Command: CommandLocal}},
+		{name: "2.2.3 AWS NLB health check with its padding altered", in: func() []byte { b := awsNLBHealthCheck(); b[40] = 1; return b }(), wantErr: ErrChecksum},
+		{name: "2.2.3 LOCAL CRC32C not 4 bytes", in: v2(l4, 0x00, nil, tlv(0x03, []byte{1, 2, 3})), wantErr: ErrChecksum},
+		{name: "2.2.3 LOCAL with two CRC32C TLVs", in: withCRC(v2(l4, 0x00, nil, tlv(0x03, []byte{0, 0, 0, 0}))), wantErr: ErrChecksum},
 		{name: "2.2.5 UNIQUE_ID of 128 bytes", in: v2(p4, tcp4, a4, tlv(0x05, unique128)),
 			want: Header{Version: 2, Command: CommandProxy, Source: ap("192.0.2.1:56324"), Destination: ap("198.51.100.1:443"), TLVs: TLVs{raw: string(tlv(0x05, unique128))}}},
 		{name: "2.2.5 UNIQUE_ID of 129 bytes", in: v2(p4, tcp4, a4, tlv(0x05, append(unique128, 'x'))), wantErr: ErrUniqueIDTooLong},
@@ -135,6 +145,14 @@ func TestParseHeader(t *testing.T) {
 }
 
 func flipLast(b []byte) []byte { b[len(b)-1] ^= 1; return b }
+
+// awsNLBHealthCheck is the LOCAL header of an AWS NLB health check as
+// captured in kubernetes/kubernetes#57250: family TCP4 but no address block,
+// a CRC32C TLV (0xbce5951f) and 74 bytes of NOOP padding.
+func awsNLBHealthCheck() []byte {
+	b := append([]byte(sigV2), 0x20, 0x11, 0x00, 0x54, 0x03, 0x00, 0x04, 0xbc, 0xe5, 0x95, 0x1f, 0x04, 0x00, 0x4a)
+	return append(b, make([]byte, 0x4a)...)
+}
 
 // withCRCOf gives h the checksum computed for other.
 func withCRCOf(h, other []byte) []byte {

@@ -26,9 +26,10 @@ func v2Header(verCmd, fam byte, payload []byte) []byte {
 // awsNLBHealthCheckHeader is what an AWS NLB with proxy protocol v2 sends in
 // front of a health check (tcpdump in kubernetes/kubernetes#57250): command
 // LOCAL, family TCP over IPv4, 84 bytes of TLVs (CRC32C, then NOOP padding)
-// and no address block.
+// and no address block. The checksum is the captured one, which covers this
+// header, and is verified.
 func awsNLBHealthCheckHeader() []byte {
-	payload := []byte{0x03, 0x00, 0x04, 0xde, 0xad, 0xbe, 0xef} // PP2_TYPE_CRC32C
+	payload := []byte{0x03, 0x00, 0x04, 0xbc, 0xe5, 0x95, 0x1f} // PP2_TYPE_CRC32C
 	payload = append(payload, 0x04, 0x00, 74)                   // PP2_TYPE_NOOP, 74 bytes of padding
 	payload = append(payload, make([]byte, 74)...)
 	return v2Header(0x20, 0x11, payload)
