@@ -98,7 +98,8 @@ type PolicyConfig struct {
 	// usual choice) resolves with [clientip.FromRequest]: the Result the
 	// resolve middleware [New] stored, or the request resolved under the
 	// trust its connection carries (see [ConnContext]); a request with
-	// neither is refused with [clientip.ErrNoTrust].
+	// neither is refused with [clientip.ErrNoTrust], and so is every request
+	// while a Trust of its own returns a nil resolver.
 	Trust clientip.Trust
 
 	// OnDeny writes the response to a refused request, with the Result the
@@ -475,7 +476,11 @@ func (p *Policy) CheckRequest(r *http.Request) error {
 // clientip.FromRequest does.
 func (p *Policy) resolve(r *http.Request) (clientip.Result, error) {
 	if p.trust != nil {
-		return p.trust.Resolver().ResolveRequest(r)
+		rv := p.trust.Resolver()
+		if rv == nil {
+			return clientip.Result{}, errRequestNilResolver
+		}
+		return rv.ResolveRequest(r)
 	}
 	return clientip.FromRequest(r)
 }

@@ -16,14 +16,18 @@ type Config struct {
 	// proxyproto listener, NewListener). The middleware loads its resolver
 	// once per request, so a request is resolved under one configuration
 	// from start to end. It is required: it holds the trust configuration,
-	// and there is no safe default for it.
+	// and there is no safe default for it. A Trust of its own whose
+	// Resolver returns nil while serving is not resolved under: each such
+	// request is refused with an error wrapping [clientip.ErrNoTrust] (500
+	// by default), never a panic.
 	Trust clientip.Trust
 
 	// OnError writes the response to a request whose client cannot be
 	// resolved, with the Result (which says where the walk stopped) and the
-	// error, a *clientip.ChainError wrapping one of clientip's sentinels or,
-	// behind [RequireClient] without a Trust on a connection that carries
-	// none, an error wrapping [clientip.ErrNoTrust]. The request goes no
+	// error, a *clientip.ChainError wrapping one of clientip's sentinels or
+	// an error wrapping [clientip.ErrNoTrust]: behind [RequireClient]
+	// without a Trust on a connection that carries none, or when Trust's
+	// Resolver returned nil for the request. The request goes no
 	// further. Nil means a 400 Bad Request with a short plain-text reason
 	// naming the kind of failure and the configured header, never anything
 	// the client wrote (500 Internal Server Error for ErrNoTrust, the
@@ -88,7 +92,12 @@ type resolveHandler struct {
 }
 
 func (h *resolveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	res, err := h.cfg.Trust.Resolver().ResolveRequest(r)
+	rv := h.cfg.Trust.Resolver()
+	if rv == nil {
+		h.cfg.refuse(w, r, clientip.Result{}, errRequestNilResolver)
+		return
+	}
+	res, err := rv.ResolveRequest(r)
 	if h.cfg.refuse(w, r, res, err) {
 		return
 	}
@@ -171,6 +180,11 @@ func (cfg *Config) refuse(w http.ResponseWriter, r *http.Request, res clientip.R
 	cfg.OnError(w, r, res, err)
 	return true
 }
+
+// errRequestNilResolver is the error of a request whose configured Trust
+// returned a nil resolver while serving: the server's configuration is at
+// fault.
+var errRequestNilResolver = fmt.Errorf("%w: the configured Trust returned a nil resolver", clientip.ErrNoTrust)
 
 // badRequest is the default Config.OnError: 400 Bad Request, or 500 for a
 // server whose connections carry no trust.
