@@ -94,7 +94,11 @@ type ForwardConfig struct {
 
 	// XForwardedFor writes the verified chain as X-Forwarded-For: the
 	// client, then each trusted hop the walk stepped over, then this
-	// proxy's socket peer, as proxies that append write it.
+	// proxy's socket peer, as proxies that append write it. XForwardedFor,
+	// Forwarded or both must be set: a Forwarder that wrote neither would
+	// pass every request on as this proxy's own, which a next hop that
+	// trusts this proxy takes for an internal caller's (see
+	// [Forwarder.Header]).
 	XForwardedFor bool
 
 	// Forwarded writes the verified chain as RFC 7239 Forwarded: one
@@ -140,10 +144,14 @@ type Forwarder struct {
 }
 
 // NewForwarder returns a Forwarder for cfg, or an error wrapping
-// [ErrInvalidConfig].
+// [ErrInvalidConfig]: no Trust, neither XForwardedFor nor Forwarded,
+// XForwardedOrigin without Origin, or a Remove entry that is no field name.
 func NewForwarder(cfg ForwardConfig) (*Forwarder, error) {
 	if cfg.Trust == nil {
 		return nil, fmt.Errorf("%w: Trust is required", ErrInvalidConfig)
+	}
+	if !cfg.XForwardedFor && !cfg.Forwarded {
+		return nil, fmt.Errorf("%w: set XForwardedFor, Forwarded or both: a Forwarder that writes neither passes every request on as the proxy's own", ErrInvalidConfig)
 	}
 	if cfg.XForwardedOrigin && cfg.Origin == nil {
 		return nil, fmt.Errorf("%w: XForwardedOrigin needs Origin", ErrInvalidConfig)
