@@ -144,10 +144,10 @@ type Forwarder struct {
 }
 
 // NewForwarder returns a Forwarder for cfg, or an error wrapping
-// [ErrInvalidConfig]: no Trust, neither XForwardedFor nor Forwarded,
+// [ErrInvalidConfig]: no Trust (or one without a resolver), neither XForwardedFor nor Forwarded,
 // XForwardedOrigin without Origin, or a Remove entry that is no field name.
 func NewForwarder(cfg ForwardConfig) (*Forwarder, error) {
-	if cfg.Trust == nil {
+	if cfg.Trust == nil || cfg.Trust.Resolver() == nil {
 		return nil, fmt.Errorf("%w: Trust is required", ErrInvalidConfig)
 	}
 	if !cfg.XForwardedFor && !cfg.Forwarded {
@@ -191,7 +191,8 @@ func (f *Forwarder) Rewrite(pr *httputil.ProxyRequest) { f.Header(pr.Out.Header,
 //
 // When the chain cannot be verified (an error of [Resolver.Resolve],
 // ErrMasqueraded included: a node address must not reach the next hop as a
-// client), or its origin cannot be read, no address and no origin is
+// client), or its origin cannot be read, or the Trust returns a nil
+// resolver (an error wrapping [ErrNoTrust]), no address and no origin is
 // written and the error is returned. The request is then marked as
 // forwarded for a client whose address is unknown: X-Forwarded-For:
 // unknown, and Forwarded: for=unknown with by= (RFC 7239 §6.2), in the
@@ -206,6 +207,10 @@ func (f *Forwarder) Rewrite(pr *httputil.ProxyRequest) { f.Header(pr.Out.Header,
 func (f *Forwarder) Header(out http.Header, in *http.Request) (Result, error) {
 	f.strip(out, in.Header["Connection"])
 	r := f.cfg.Trust.Resolver()
+	if r == nil {
+		f.unknown(out, in)
+		return Result{}, errNilResolver
+	}
 	res, err := r.ResolveRequest(in)
 	var org Origin
 	if err == nil && f.cfg.Origin != nil {

@@ -259,6 +259,44 @@ func TestNewForwarderValidation(t *testing.T) {
 	}
 }
 
+// vanishingTrust is a Trust of an application's own whose Resolver turns
+// nil while the proxy runs.
+type vanishingTrust struct {
+	r    *Resolver
+	gone bool
+}
+
+func (v *vanishingTrust) Resolver() *Resolver {
+	if v.gone {
+		return nil
+	}
+	return v.r
+}
+
+// Review finding: Forwarder.Header called a method on the nil *Resolver of
+// a Trust whose Resolver turned nil after NewForwarder, and panicked; a nil
+// *Store as Trust passed NewForwarder and panicked on the first request.
+// NewForwarder refuses the one, and Header fails closed on the other: the
+// request is marked as forwarded for an unknown client and the error wraps
+// ErrNoTrust.
+func TestForwarderNilResolver(t *testing.T) {
+	_, err := NewForwarder(ForwardConfig{Trust: (*Store)(nil), XForwardedFor: true})
+	assert.ErrorIs(t, err, ErrInvalidConfig, "a nil *Store")
+
+	vt := &vanishingTrust{r: MustNew(xffCfg())}
+	f, err := NewForwarder(ForwardConfig{Trust: vt, XForwardedFor: true, Forwarded: true})
+	require.NoError(t, err)
+	vt.gone = true
+	out := http.Header{"X-Forwarded-For": {"6.6.6.6"}}
+	var res Result
+	require.NotPanics(t, func() {
+		res, err = f.Header(out, forwardRequest("10.0.0.1:4000", false, "X-Forwarded-For", "203.0.113.7"))
+	})
+	assert.ErrorIs(t, err, ErrNoTrust)
+	assert.Equal(t, Result{}, res)
+	assert.Equal(t, http.Header{"X-Forwarded-For": {"unknown"}, "Forwarded": {"for=unknown;by=192.0.2.1"}}, out)
+}
+
 // Review finding: a Forwarder configured with neither XForwardedFor nor
 // Forwarded stripped every forwarding header and wrote none, so each
 // request, whatever its chain (unverifiable ones included, which the
