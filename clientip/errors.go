@@ -119,7 +119,10 @@ type ChainError struct {
 	// failure is at the socket or PROXY layer.
 	Header string
 	// Value is the offending entry, as it appeared in the header; it may be
-	// attacker-controlled and is truncated in Error.
+	// attacker-controlled and is truncated in Error. For an origin header
+	// whose lines cannot be tied to one hop it is the lines joined with
+	// ", ", cut to one byte more than Error quotes, so that an error keeps
+	// no more of a hostile header than that.
 	Value string
 	// Err is the sentinel.
 	Err error
@@ -139,8 +142,8 @@ func (e *ChainError) Error() string {
 	}
 	if e.Value != "" {
 		v := e.Value
-		if len(v) > 64 {
-			v = v[:64] + "…"
+		if len(v) > maxErrorValue {
+			v = v[:maxErrorValue] + "…"
 		}
 		b.WriteString(": ")
 		b.WriteString(strconv.Quote(v))
@@ -151,6 +154,27 @@ func (e *ChainError) Error() string {
 
 // Unwrap returns the sentinel, for [errors.Is].
 func (e *ChainError) Unwrap() error { return e.Err }
+
+// maxErrorValue is how many bytes of a ChainError's Value its Error quotes.
+const maxErrorValue = 64
+
+// joinForError returns lines joined with ", " as one header value, cut to
+// maxErrorValue+1 bytes (Error then still marks the cut): the Value of an
+// error about a list of lines, built without copying more of them.
+func joinForError(lines []string) string {
+	const n = maxErrorValue + 1
+	b := make([]byte, 0, n+2)
+	for i, l := range lines {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, l[:min(len(l), max(0, n-len(b)))]...)
+		if len(b) >= n {
+			return string(b[:n])
+		}
+	}
+	return string(b)
+}
 
 // Reason is the kind of a resolution failure: one for each sentinel error
 // that [Resolver.Resolve] reports, named in a small fixed set fit for log

@@ -94,7 +94,11 @@ type ForwardConfig struct {
 
 	// XForwardedFor writes the verified chain as X-Forwarded-For: the
 	// client, then each trusted hop the walk stepped over, then this
-	// proxy's socket peer, as proxies that append write it.
+	// proxy's socket peer, as proxies that append write it. XForwardedFor,
+	// Forwarded or both must be set: a Forwarder that wrote neither would
+	// pass every request on as this proxy's own, which a next hop that
+	// trusts this proxy takes for an internal caller's (see
+	// [Forwarder.Header]).
 	XForwardedFor bool
 
 	// Forwarded writes the verified chain as RFC 7239 Forwarded: one
@@ -140,10 +144,14 @@ type Forwarder struct {
 }
 
 // NewForwarder returns a Forwarder for cfg, or an error wrapping
-// [ErrInvalidConfig].
+// [ErrInvalidConfig]: no Trust (or one without a resolver), neither XForwardedFor nor Forwarded,
+// XForwardedOrigin without Origin, or a Remove entry that is no field name.
 func NewForwarder(cfg ForwardConfig) (*Forwarder, error) {
-	if cfg.Trust == nil {
+	if cfg.Trust == nil || cfg.Trust.Resolver() == nil {
 		return nil, fmt.Errorf("%w: Trust is required", ErrInvalidConfig)
+	}
+	if !cfg.XForwardedFor && !cfg.Forwarded {
+		return nil, fmt.Errorf("%w: set XForwardedFor, Forwarded or both: a Forwarder that writes neither passes every request on as the proxy's own", ErrInvalidConfig)
 	}
 	if cfg.XForwardedOrigin && cfg.Origin == nil {
 		return nil, fmt.Errorf("%w: XForwardedOrigin needs Origin", ErrInvalidConfig)
@@ -183,7 +191,8 @@ func (f *Forwarder) Rewrite(pr *httputil.ProxyRequest) { f.Header(pr.Out.Header,
 //
 // When the chain cannot be verified (an error of [Resolver.Resolve],
 // ErrMasqueraded included: a node address must not reach the next hop as a
-// client), or its origin cannot be read, no address and no origin is
+// client), or its origin cannot be read, or the Trust returns a nil
+// resolver (an error wrapping [ErrNoTrust]), no address and no origin is
 // written and the error is returned. The request is then marked as
 // forwarded for a client whose address is unknown: X-Forwarded-For:
 // unknown, and Forwarded: for=unknown with by= (RFC 7239 §6.2), in the
@@ -198,6 +207,10 @@ func (f *Forwarder) Rewrite(pr *httputil.ProxyRequest) { f.Header(pr.Out.Header,
 func (f *Forwarder) Header(out http.Header, in *http.Request) (Result, error) {
 	f.strip(out, in.Header["Connection"])
 	r := f.cfg.Trust.Resolver()
+	if r == nil {
+		f.unknown(out, in)
+		return Result{}, errNilResolver
+	}
 	res, err := r.ResolveRequest(in)
 	var org Origin
 	if err == nil && f.cfg.Origin != nil {

@@ -127,8 +127,6 @@ func TestForwarderHeader(t *testing.T) {
 			cfg:  ForwardConfig{Trust: xffTrust, XForwardedFor: true, Remove: []string{"X-Internal-Auth"}},
 			in:   forwardRequest("203.0.113.9:5000", false, "X_internal_auth", "admin", "X-Internal-Auth", "admin"),
 			want: http.Header{"X-Forwarded-For": {"203.0.113.9"}}},
-		{name: "no format asked: only the removal", cfg: ForwardConfig{Trust: xffTrust},
-			in: forwardRequest("10.0.0.1:4000", false, forgedForwarding...), want: http.Header{}},
 
 		{name: "an unreadable chain: marked as forwarded for an unknown client, the error returned", cfg: both,
 			in:   forwardRequest("10.0.0.1:4000", false, "X-Forwarded-For", "198.51.100.7, garbage", "X-Real-Ip", "6.6.6.6"),
@@ -252,12 +250,75 @@ func TestForwarderConnectionOut(t *testing.T) {
 func TestNewForwarderValidation(t *testing.T) {
 	for name, cfg := range map[string]ForwardConfig{
 		"no Trust":                        {XForwardedFor: true},
-		"XForwardedOrigin without Origin": {Trust: MustNew(xffCfg()), XForwardedOrigin: true},
-		"an empty name to remove":         {Trust: MustNew(xffCfg()), Remove: []string{""}},
-		"an invalid field name to remove": {Trust: MustNew(xffCfg()), Remove: []string{"X Custom"}},
+		"XForwardedOrigin without Origin": {Trust: MustNew(xffCfg()), XForwardedOrigin: true, XForwardedFor: true},
+		"an empty name to remove":         {Trust: MustNew(xffCfg()), Remove: []string{""}, XForwardedFor: true},
+		"an invalid field name to remove": {Trust: MustNew(xffCfg()), Remove: []string{"X Custom"}, XForwardedFor: true},
 	} {
 		_, err := NewForwarder(cfg)
 		assert.ErrorIs(t, err, ErrInvalidConfig, name)
+	}
+}
+
+// vanishingTrust is a Trust of an application's own whose Resolver turns
+// nil while the proxy runs.
+type vanishingTrust struct {
+	r    *Resolver
+	gone bool
+}
+
+func (v *vanishingTrust) Resolver() *Resolver {
+	if v.gone {
+		return nil
+	}
+	return v.r
+}
+
+// Review finding: Forwarder.Header called a method on the nil *Resolver of
+// a Trust whose Resolver turned nil after NewForwarder, and panicked; a nil
+// *Store as Trust passed NewForwarder and panicked on the first request.
+// NewForwarder refuses the one, and Header fails closed on the other: the
+// request is marked as forwarded for an unknown client and the error wraps
+// ErrNoTrust.
+func TestForwarderNilResolver(t *testing.T) {
+	_, err := NewForwarder(ForwardConfig{Trust: (*Store)(nil), XForwardedFor: true})
+	assert.ErrorIs(t, err, ErrInvalidConfig, "a nil *Store")
+
+	vt := &vanishingTrust{r: MustNew(xffCfg())}
+	f, err := NewForwarder(ForwardConfig{Trust: vt, XForwardedFor: true, Forwarded: true})
+	require.NoError(t, err)
+	vt.gone = true
+	out := http.Header{"X-Forwarded-For": {"6.6.6.6"}}
+	var res Result
+	require.NotPanics(t, func() {
+		res, err = f.Header(out, forwardRequest("10.0.0.1:4000", false, "X-Forwarded-For", "203.0.113.7"))
+	})
+	assert.ErrorIs(t, err, ErrNoTrust)
+	assert.Equal(t, Result{}, res)
+	assert.Equal(t, http.Header{"X-Forwarded-For": {"unknown"}, "Forwarded": {"for=unknown;by=192.0.2.1"}}, out)
+}
+
+// Review finding: a Forwarder configured with neither XForwardedFor nor
+// Forwarded stripped every forwarding header and wrote none, so each
+// request, whatever its chain (unverifiable ones included, which the
+// Forwarder otherwise marks "unknown"), reached a next hop that trusts this
+// proxy as the proxy's own: an internal caller's, which a policy's
+// AdmitInternal rule lets in. NewForwarder refuses that configuration.
+func TestNewForwarderNeedsAFormat(t *testing.T) {
+	for name, cfg := range map[string]ForwardConfig{
+		"neither format":         {Trust: MustNew(xffCfg())},
+		"only the origin":        {Trust: MustNew(xffCfg()), Origin: MustNewOriginReader(OriginConfig{Proto: "X-Forwarded-Proto"}), XForwardedOrigin: true},
+		"only headers to remove": {Trust: MustNew(xffCfg()), Remove: []string{"X-Internal-Auth"}},
+	} {
+		f, err := NewForwarder(cfg)
+		assert.ErrorIs(t, err, ErrInvalidConfig, name)
+		assert.Nil(t, f, name)
+	}
+	for name, cfg := range map[string]ForwardConfig{
+		"X-Forwarded-For": {Trust: MustNew(xffCfg()), XForwardedFor: true},
+		"Forwarded":       {Trust: MustNew(xffCfg()), Forwarded: true},
+	} {
+		_, err := NewForwarder(cfg)
+		assert.NoError(t, err, name)
 	}
 }
 

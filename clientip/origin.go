@@ -334,7 +334,7 @@ func (o *OriginReader) Read(res Result, h http.Header, tls bool, host string) (O
 			v = trimOWS(lines[0])
 			switch {
 			case len(lines) > 1 || strings.IndexByte(v, ',') >= 0:
-				return fail(o.prefix, strings.Join(lines, ", "), ErrOriginAmbiguous)
+				return fail(o.prefix, joinForError(lines), ErrOriginAmbiguous)
 			case v != "":
 				if org.Prefix, ok = parsePrefix(v); !ok {
 					return fail(o.prefix, v, ErrOriginMalformed)
@@ -406,7 +406,7 @@ func listEntry(lines []string, k int) (string, error) {
 	case n > k:
 		return at, nil
 	}
-	return strings.Join(lines, ", "), ErrOriginAmbiguous
+	return joinForError(lines), ErrOriginAmbiguous
 }
 
 // reported reads what the hop that reported a client wrote into the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -275,6 +276,38 @@ func TestOriginPrefix(t *testing.T) {
 			if got, ok := readXF(t, h, tc.wantErr); ok {
 				assert.Equal(t, tc.want, got.Prefix)
 			}
+		})
+	}
+}
+
+// Review finding: an ambiguous X-Forwarded-Prefix (several lines, or a
+// list) was joined whole into the error's Value: a request with many long
+// lines made every refusal copy them all, and an error kept by a log or an
+// OnError held the copy, though Error quotes only 64 bytes. The Value is cut
+// to 65 bytes, built without copying more, and Error reads as before.
+func TestOriginAmbiguousPrefixErrorBounded(t *testing.T) {
+	long := "/" + strings.Repeat("a", 4000)
+	for name, lines := range map[string][]string{
+		"many long lines":  slices.Repeat([]string{long}, 250),
+		"one long list":    {long + "," + long},
+		"many short lines": slices.Repeat([]string{"/a"}, 10000),
+		"lines of nothing": slices.Repeat([]string{""}, 10000),
+		"two short lines":  {"/evil", "/app"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := hdr("X-Forwarded-For", "198.51.100.7", "X-Forwarded-Proto", "https", "X-Forwarded-Host", "example.com")
+			h["X-Forwarded-Prefix"] = lines
+			res, err := MustNew(xffCfg()).Resolve(proxyPeer, h)
+			require.NoError(t, err)
+			_, err = MustNewOriginReader(xfAll).Read(res, h, false, "")
+			require.ErrorIs(t, err, ErrOriginAmbiguous)
+			var ce *ChainError
+			require.ErrorAs(t, err, &ce)
+			assert.LessOrEqual(t, len(ce.Value), 65, "the error's Value")
+			whole := strings.Join(lines, ", ")
+			assert.Equal(t, whole[:min(len(whole), 65)], ce.Value, "the Value is the start of the joined lines")
+			assert.Equal(t, (&ChainError{Hop: ce.Hop, Header: ce.Header, Value: whole, Err: ce.Err}).Error(), err.Error(),
+				"the error text is what it was with the whole Value")
 		})
 	}
 }

@@ -17,7 +17,8 @@ type Decision struct {
 	Rule string
 
 	// Err is nil when the client is admitted, and otherwise a *[Denial]
-	// that wraps [ErrNotAllowed], [ErrUnresolved] or [ErrMasqueraded].
+	// that wraps [ErrNotAllowed] (or [ErrDenied], which wraps it),
+	// [ErrUnresolved] or [ErrMasqueraded].
 	Err error
 }
 
@@ -34,14 +35,15 @@ func (d Decision) LogValue() slog.Value {
 
 // Denial is the error a [Policy] returns when it refuses a client: the rule
 // that refused it, the verdict, and what caused it when the client was not
-// resolved. Test the verdict with errors.Is (ErrNotAllowed, ErrUnresolved,
-// ErrMasqueraded; clientip's sentinel of the cause matches too) and read the
-// rule with errors.As or [RuleOf].
+// resolved. Test the verdict with errors.Is (ErrNotAllowed, ErrDenied,
+// ErrUnresolved, ErrMasqueraded; clientip's sentinel of the cause matches
+// too) and read the rule with errors.As or [RuleOf].
 type Denial struct {
 	// Rule is the name of the rule that refused, "" for an invalid target.
 	Rule string
 
-	// Verdict is ErrNotAllowed, ErrUnresolved or ErrMasqueraded.
+	// Verdict is ErrNotAllowed, ErrDenied (a client in the rule's Deny),
+	// ErrUnresolved or ErrMasqueraded.
 	Verdict error
 
 	// Cause is the resolution error that made the client unresolved, or

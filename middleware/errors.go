@@ -20,8 +20,16 @@ var (
 	ErrNoResult = errors.New("middleware: no client resolution recorded")
 
 	// ErrNotAllowed means a [Policy] refused a client its deciding rule does
-	// not admit: outside the rule's Allow, or inside its Deny.
+	// not admit: outside the rule's Allow, or inside its Deny. A client
+	// inside the Deny is refused with [ErrDenied], which wraps it.
 	ErrNotAllowed = errors.New("middleware: client address not in an allowed source range")
+
+	// ErrDenied means a [Policy] refused a client inside its deciding
+	// rule's Deny, whether or not the rule's Allow holds it. It wraps
+	// [ErrNotAllowed], so errors.Is matches either and [OutcomeOf] is
+	// OutcomeNotAllowed; its own text tells an operator that a deny list,
+	// not a missing allow entry, refused the client.
+	ErrDenied error = &narrowed{text: "middleware: client address in a denied source range", parent: ErrNotAllowed}
 
 	// ErrUnresolved means a [Policy] was asked about a client that could not
 	// be resolved. The [Denial] returned with it also wraps the cause: one
@@ -40,6 +48,16 @@ var (
 	// rules say, so that no malformed topic slips past a rule meant for it.
 	ErrInvalidTarget = errors.New("middleware: invalid policy target")
 )
+
+// narrowed is a sentinel that is a case of another, parent: errors.Is
+// matches both, and its text is its own.
+type narrowed struct {
+	text   string
+	parent error
+}
+
+func (e *narrowed) Error() string { return e.text }
+func (e *narrowed) Unwrap() error { return e.parent }
 
 // errUnknownName is wrapped by MarshalText and UnmarshalText of [Outcome]
 // for a value or a name it does not know.

@@ -29,9 +29,10 @@ type Observer interface {
 	ObserveDeny(ctx context.Context, res clientip.Result, err error)
 }
 
-// DecisionObserver is an optional interface of an [Observer]: a
-// [Policy.Handler] tells it of every decision, admitted or refused, with the
-// rule that made it, before ObserveDeny for a refusal. Code that judges
+// DecisionObserver is an optional interface of an [Observer]:
+// [Policy.Handler] and [Policy.Serve] tell it of every decision, admitted or
+// refused, with the Result judged and the rule that made it, before
+// ObserveDeny for a refusal. Code that judges
 // connections itself ([Policy.Decide]) calls it directly. The same rules as
 // for Observer apply.
 type DecisionObserver interface {

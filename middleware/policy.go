@@ -98,7 +98,8 @@ type PolicyConfig struct {
 	// usual choice) resolves with [clientip.FromRequest]: the Result the
 	// resolve middleware [New] stored, or the request resolved under the
 	// trust its connection carries (see [ConnContext]); a request with
-	// neither is refused with [clientip.ErrNoTrust].
+	// neither is refused with [clientip.ErrNoTrust], and so is every request
+	// while a Trust of its own returns a nil resolver.
 	Trust clientip.Trust
 
 	// OnDeny writes the response to a refused request, with the Result the
@@ -106,7 +107,8 @@ type PolicyConfig struct {
 	// that could not be resolved from what the request carries, 500
 	// Internal Server Error for a server whose connections carry no trust
 	// (clientip.ErrNoTrust), and 403 Forbidden otherwise, each with a short
-	// plain-text reason that never holds anything the client wrote.
+	// plain-text reason that never holds anything the client wrote (for a
+	// client in a Deny, that it is in a denied source range).
 	OnDeny func(w http.ResponseWriter, r *http.Request, res clientip.Result, err error)
 
 	// Observer, when not nil, is told of each refused request through
@@ -160,6 +162,7 @@ type rule struct {
 	deny, allow           clientip.PrefixSet
 	masq, internal        bool
 	notAllowed, masqError *Denial
+	denied                *Denial
 	unresolved            *Denial // without a cause
 }
 
@@ -247,6 +250,7 @@ func validRuleName(name string) error {
 func compileRule(r Rule) rule {
 	c := rule{name: r.Name, deny: r.Deny, allow: r.Allow, masq: r.AdmitMasqueraded, internal: r.AdmitInternal}
 	c.notAllowed = &Denial{Rule: r.Name, Verdict: ErrNotAllowed}
+	c.denied = &Denial{Rule: r.Name, Verdict: ErrDenied}
 	c.masqError = &Denial{Rule: r.Name, Verdict: ErrMasqueraded}
 	c.unresolved = &Denial{Rule: r.Name, Verdict: ErrUnresolved}
 	return c
@@ -305,9 +309,11 @@ func (p *Policy) Targets() TargetKind { return p.kind }
 //   - [ErrUnresolved] and err when the client was not resolved (or
 //     [ErrUnresolved] alone when res names no client), unless the rule
 //     admits internal callers and this is one;
-//   - [ErrNotAllowed] when the client is in the rule's Deny or outside its
-//     Allow, and, with [ErrInvalidTarget], when target is not a valid MQTT
-//     topic for a TargetTopics policy.
+//   - [ErrDenied], which wraps [ErrNotAllowed], when the client is in the
+//     rule's Deny;
+//   - [ErrNotAllowed] when the client is outside the rule's Allow, and,
+//     with [ErrInvalidTarget], when target is not a valid MQTT topic for a
+//     TargetTopics policy.
 //
 // It is pure: it looks at nothing but its arguments and the configuration.
 // It does not allocate, except to wrap err when the client was not
@@ -411,7 +417,10 @@ func (r *rule) judge(res *clientip.Result, err error) Decision {
 			return d
 		}
 	}
-	if r.deny.Len() > 0 && r.deny.Contains(a) || !r.allow.Contains(a) {
+	if r.deny.Len() > 0 && r.deny.Contains(a) {
+		return r.refuse(r.denied, ErrDenied)
+	}
+	if !r.allow.Contains(a) {
 		return r.refuse(r.notAllowed, ErrNotAllowed)
 	}
 	return Decision{Rule: r.name}
@@ -467,7 +476,11 @@ func (p *Policy) CheckRequest(r *http.Request) error {
 // clientip.FromRequest does.
 func (p *Policy) resolve(r *http.Request) (clientip.Result, error) {
 	if p.trust != nil {
-		return p.trust.Resolver().ResolveRequest(r)
+		rv := p.trust.Resolver()
+		if rv == nil {
+			return clientip.Result{}, errRequestNilResolver
+		}
+		return rv.ResolveRequest(r)
 	}
 	return clientip.FromRequest(r)
 }
@@ -675,6 +688,8 @@ func denied(w http.ResponseWriter, _ *http.Request, res clientip.Result, err err
 	switch {
 	case errors.Is(err, clientip.ErrNoTrust):
 		noTrust(w)
+	case errors.Is(err, ErrDenied):
+		http.Error(w, "forbidden: the client address is in a denied source range", http.StatusForbidden)
 	case o == OutcomeUnresolved && clientip.ReasonOf(err) != clientip.ReasonNone:
 		http.Error(w, "cannot determine the client address: "+outcomeOfReason(clientip.ReasonOf(err)).explain(res.Header), http.StatusBadRequest)
 	default:

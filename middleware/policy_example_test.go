@@ -85,10 +85,10 @@ func ExampleNewPolicy() {
 	}
 	// Output:
 	// 198.51.100.7:1 /admin/users: 200 ok
-	// 198.51.100.66:1 /admin/users: 403 forbidden: the client address is not in an allowed source range
+	// 198.51.100.66:1 /admin/users: 403 forbidden: the client address is in a denied source range
 	// 192.0.2.1:1 /admin/users: 403 forbidden: the client address is not in an allowed source range
 	// 203.0.113.9:1 /healthz: 200 ok
-	// 203.0.113.9:1 /index.html: 403 forbidden: the client address is not in an allowed source range
+	// 203.0.113.9:1 /index.html: 403 forbidden: the client address is in a denied source range
 }
 
 // Rules per MQTT topic for a broker's ACL hook: the first filter that covers

@@ -360,7 +360,7 @@ func TestPolicyJudge(t *testing.T) {
 		{name: "allowed", rule: Rule{Allow: office}, res: resolvedAt("198.51.100.7")},
 		{name: "outside allow", rule: Rule{Allow: office}, res: resolvedAt("203.0.113.9"), want: []error{ErrNotAllowed}},
 		{name: "deny before allow", rule: Rule{Allow: office, Deny: clientip.MustParsePrefixSet("198.51.100.66/32")},
-			res: resolvedAt("198.51.100.66"), want: []error{ErrNotAllowed}},
+			res: resolvedAt("198.51.100.66"), want: []error{ErrDenied, ErrNotAllowed}},
 		{name: "deny carves out only itself", rule: Rule{Allow: office, Deny: clientip.MustParsePrefixSet("198.51.100.66/32")},
 			res: resolvedAt("198.51.100.67")},
 		{name: "deny alone refuses everyone", rule: Rule{Deny: office}, res: resolvedAt("203.0.113.9"), want: []error{ErrNotAllowed}},
@@ -410,6 +410,34 @@ func TestPolicyJudge(t *testing.T) {
 			assert.Equal(t, d.Err, p.Check("", tc.res, tc.err))
 		})
 	}
+}
+
+// Review finding: a client in a rule's Deny was refused with the text of
+// ErrNotAllowed, "not in an allowed source range", though the Allow held it,
+// so an operator could not tell a deny list's refusal from a missing allow
+// entry. A deny is ErrDenied, with its own text and 403 body, and still
+// ErrNotAllowed for errors.Is, OutcomeOf and the metrics; a client outside
+// the Allow is not ErrDenied.
+func TestPolicyDenyHasItsOwnWording(t *testing.T) {
+	p, err := NewPolicy(PolicyConfig{Default: Rule{Name: "office", Allow: office, Deny: clientip.MustParsePrefixSet("198.51.100.66/32")}})
+	require.NoError(t, err)
+
+	deny := p.Check("", resolvedAt("198.51.100.66"), nil)
+	require.ErrorIs(t, deny, ErrDenied)
+	assert.ErrorIs(t, deny, ErrNotAllowed, "a deny is a case of not allowed")
+	assert.Equal(t, OutcomeNotAllowed, OutcomeOf(deny))
+	assert.Equal(t, "middleware: client address in a denied source range (rule office)", deny.Error())
+
+	outside := p.Check("", resolvedAt("203.0.113.9"), nil)
+	require.ErrorIs(t, outside, ErrNotAllowed)
+	assert.NotErrorIs(t, outside, ErrDenied, "a client outside the Allow is not denied")
+	assert.Equal(t, "middleware: client address not in an allowed source range (rule office)", outside.Error())
+
+	rec := httptest.NewRecorder()
+	denied(rec, nil, resolvedAt("198.51.100.66"), deny)
+	assert.Equal(t, http.StatusForbidden, rec.Code)
+	assert.Equal(t, "forbidden: the client address is in a denied source range\n", rec.Body.String())
+	assert.Zero(t, testing.AllocsPerRun(100, func() { p.Check("", resolvedAt("198.51.100.66"), nil) }), "a deny allocates")
 }
 
 // The zero configuration refuses everyone, and so does a target no rule

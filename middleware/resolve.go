@@ -16,21 +16,27 @@ type Config struct {
 	// proxyproto listener, NewListener). The middleware loads its resolver
 	// once per request, so a request is resolved under one configuration
 	// from start to end. It is required: it holds the trust configuration,
-	// and there is no safe default for it.
+	// and there is no safe default for it. A Trust of its own whose
+	// Resolver returns nil while serving is not resolved under: each such
+	// request is refused with an error wrapping [clientip.ErrNoTrust] (500
+	// by default), never a panic.
 	Trust clientip.Trust
 
 	// OnError writes the response to a request whose client cannot be
 	// resolved, with the Result (which says where the walk stopped) and the
-	// error, a *clientip.ChainError wrapping one of clientip's sentinels or,
-	// behind [RequireClient] without a Trust on a connection that carries
-	// none, an error wrapping [clientip.ErrNoTrust]. The request goes no
+	// error, a *clientip.ChainError wrapping one of clientip's sentinels or
+	// an error wrapping [clientip.ErrNoTrust]: behind [RequireClient]
+	// without a Trust on a connection that carries none, or when Trust's
+	// Resolver returned nil for the request. The request goes no
 	// further. Nil means a 400 Bad Request with a short plain-text reason
 	// naming the kind of failure and the configured header, never anything
 	// the client wrote (500 Internal Server Error for ErrNoTrust, the
 	// server's wiring mistake).
 	//
 	// [clientip.ErrMasqueraded] is not an error here: the request goes on with
-	// the flagged Result in its context, and a [Policy] refuses it.
+	// the flagged Result in its context, and a [Policy] refuses it. With
+	// SetRemoteAddr it is one: see there. The default answers it with 403
+	// Forbidden, as a Policy does.
 	OnError func(w http.ResponseWriter, r *http.Request, res clientip.Result, err error)
 
 	// SetRemoteAddr is an opt-in for legacy code that reads r.RemoteAddr as the
@@ -41,6 +47,17 @@ type Config struct {
 	// costs one allocation per request, and the socket peer is then only
 	// known from the Result (Result.Peer). False (the default) leaves
 	// RemoteAddr as the server set it.
+	//
+	// A result flagged as masqueraded (Kubernetes externalTrafficPolicy:
+	// Cluster: see [clientip.Result].Masqueraded) names a node that stands
+	// in for a client who is lost, and code that reads RemoteAddr cannot see
+	// the flag: with SetRemoteAddr such a request is refused by OnError with
+	// the resolution's error, which wraps [clientip.ErrMasqueraded] (403 by
+	// default), rather than passed on with the node's address, or the socket
+	// peer's, in RemoteAddr for rate limiters and logs to take for the
+	// client's. Where masqueraded requests must be served, leave
+	// SetRemoteAddr unset and have handlers read the Result, whose
+	// Masqueraded flag says what the address is.
 	SetRemoteAddr bool
 
 	// Observer, when not nil, is told the outcome of each resolution; see
@@ -58,7 +75,8 @@ type Config struct {
 // A request whose client cannot be resolved is answered by cfg.OnError and
 // goes no further: there is no fallback to the socket peer or to the leftmost
 // header entry. A result flagged as masqueraded is stored and passed on; mount
-// a [Policy], or check Result.Masqueraded, where it matters.
+// a [Policy], or check Result.Masqueraded, where it matters. With
+// cfg.SetRemoteAddr it is refused too, since RemoteAddr cannot carry the flag.
 //
 // For PROXY protocol, serve from a proxyproto.Listener given the same Trust,
 // with http.Server.ConnContext set to proxyproto.ConnContext: the resolver
@@ -88,7 +106,12 @@ type resolveHandler struct {
 }
 
 func (h *resolveHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	res, err := h.cfg.Trust.Resolver().ResolveRequest(r)
+	rv := h.cfg.Trust.Resolver()
+	if rv == nil {
+		h.cfg.refuse(w, r, clientip.Result{}, errRequestNilResolver)
+		return
+	}
+	res, err := rv.ResolveRequest(r)
 	if h.cfg.refuse(w, r, res, err) {
 		return
 	}
@@ -159,11 +182,20 @@ func (h *requireHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuse answers r with OnError, after telling the Observer, when err leaves
-// it without a client (a masqueraded result is not refused here), and
+// it without a client (a masqueraded result only with SetRemoteAddr, which
+// would write the node's address into RemoteAddr as the client's), and
 // reports whether it did.
 func (cfg *Config) refuse(w http.ResponseWriter, r *http.Request, res clientip.Result, err error) bool {
-	if err == nil || errors.Is(err, clientip.ErrMasqueraded) {
+	if err == nil && !res.Masqueraded {
 		return false
+	}
+	if res.Masqueraded || errors.Is(err, clientip.ErrMasqueraded) {
+		if !cfg.SetRemoteAddr {
+			return false
+		}
+		if err == nil {
+			err = clientip.ErrMasqueraded
+		}
 	}
 	if cfg.Observer != nil {
 		cfg.Observer.ObserveResolve(r.Context(), res, err)
@@ -172,11 +204,21 @@ func (cfg *Config) refuse(w http.ResponseWriter, r *http.Request, res clientip.R
 	return true
 }
 
-// badRequest is the default Config.OnError: 400 Bad Request, or 500 for a
-// server whose connections carry no trust.
+// errRequestNilResolver is the error of a request whose configured Trust
+// returned a nil resolver while serving: the server's configuration is at
+// fault.
+var errRequestNilResolver = fmt.Errorf("%w: the configured Trust returned a nil resolver", clientip.ErrNoTrust)
+
+// badRequest is the default Config.OnError: 400 Bad Request, 500 for a
+// server whose connections carry no trust, or 403 for a masqueraded client
+// (refused with SetRemoteAddr), as a Policy answers it.
 func badRequest(w http.ResponseWriter, _ *http.Request, res clientip.Result, err error) {
-	if errors.Is(err, clientip.ErrNoTrust) {
+	switch {
+	case errors.Is(err, clientip.ErrNoTrust):
 		noTrust(w)
+		return
+	case errors.Is(err, clientip.ErrMasqueraded):
+		http.Error(w, "forbidden: "+OutcomeMasqueraded.explain(""), http.StatusForbidden)
 		return
 	}
 	http.Error(w, "cannot determine the client address: "+OutcomeOf(err).explain(res.Header), http.StatusBadRequest)

@@ -160,6 +160,64 @@ func TestResolveSetRemoteAddr(t *testing.T) {
 	}
 }
 
+// Review finding: with SetRemoteAddr, a masqueraded result (Kubernetes
+// externalTrafficPolicy: Cluster, the node's SNAT address standing in for a
+// lost client) was written into RemoteAddr as the client's, so rate limiters
+// and logs downstream, which cannot see the flag, took the node for the
+// client. With SetRemoteAddr such a request is refused by OnError with an
+// error wrapping clientip.ErrMasqueraded (403 by default); without it, the
+// request goes on as before, RemoteAddr untouched and the flag in the
+// Result, for a Policy to judge.
+func TestSetRemoteAddrMasqueraded(t *testing.T) {
+	tests := []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{name: "node as the socket peer", req: func() *http.Request { return request("192.168.1.10:5000") }},
+		{name: "node reported by a trusted proxy", req: func() *http.Request { return request("10.0.0.1:5000", "192.168.1.10") }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			served := false
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served = true })
+
+			obs := &recordingObserver{}
+			mw, err := New(Config{Trust: testResolver(t), SetRemoteAddr: true, Observer: obs})
+			require.NoError(t, err)
+			rec := httptest.NewRecorder()
+			mw(next).ServeHTTP(rec, tc.req())
+			assert.False(t, served, "a masqueraded request reached the handler with the node in RemoteAddr")
+			assert.Equal(t, http.StatusForbidden, rec.Code)
+			assert.Equal(t, "forbidden: the client address was masqueraded by a node and cannot be verified\n", rec.Body.String())
+			require.Len(t, obs.obs, 1)
+			assert.ErrorIs(t, obs.obs[0].err, clientip.ErrMasqueraded, "observed")
+
+			var gotRes clientip.Result
+			var gotErr error
+			mw, err = New(Config{Trust: testResolver(t), SetRemoteAddr: true,
+				OnError: func(w http.ResponseWriter, _ *http.Request, res clientip.Result, err error) {
+					gotRes, gotErr = res, err
+				}})
+			require.NoError(t, err)
+			mw(next).ServeHTTP(httptest.NewRecorder(), tc.req())
+			assert.False(t, served)
+			assert.ErrorIs(t, gotErr, clientip.ErrMasqueraded, "OnError's error")
+			assert.True(t, gotRes.Masqueraded, "OnError's Result")
+
+			mw, err = New(Config{Trust: testResolver(t)})
+			require.NoError(t, err)
+			req := tc.req()
+			var seen *http.Request
+			mw(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { seen = r })).ServeHTTP(httptest.NewRecorder(), req)
+			require.NotNil(t, seen, "without SetRemoteAddr a masqueraded request goes on")
+			assert.Equal(t, req.RemoteAddr, seen.RemoteAddr)
+			res, ok := clientip.FromContext(seen.Context())
+			require.True(t, ok)
+			assert.True(t, res.Masqueraded)
+		})
+	}
+}
+
 // TestResolveAllocs pins the allocation budget: at most three per resolved
 // request (context node, boxed Result, request copy), with and without an
 // observer, and one more for SetRemoteAddr.

@@ -94,6 +94,70 @@ type countingTrust struct {
 
 func (c *countingTrust) Resolver() *clientip.Resolver { c.loads.Add(1); return c.r }
 
+// vanishingTrust is a Trust of an application's own whose Resolver turns
+// nil while the server runs (a registry emptied by a reload, say).
+type vanishingTrust struct {
+	r    *clientip.Resolver
+	gone atomic.Bool
+}
+
+func (v *vanishingTrust) Resolver() *clientip.Resolver {
+	if v.gone.Load() {
+		return nil
+	}
+	return v.r
+}
+
+// Review finding: a Trust whose Resolver returned nil after New accepted it
+// made New's handler (and a Policy's Serve and CheckRequest, with a Trust
+// of their own) call a method on a nil *Resolver and panic. Every entry
+// point fails closed instead: the request is refused with an error wrapping
+// clientip.ErrNoTrust, answered 500 by default, the server's fault and not
+// the client's.
+func TestTrustResolverTurnsNilWhileServing(t *testing.T) {
+	vt := &vanishingTrust{r: testResolver(t)}
+	var onErr error
+	resolve, err := New(Config{Trust: vt})
+	require.NoError(t, err)
+	resolveOwn, err := New(Config{Trust: vt, OnError: func(w http.ResponseWriter, _ *http.Request, _ clientip.Result, err error) {
+		onErr = err
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}})
+	require.NoError(t, err)
+	requireClient, err := RequireClient(Config{Trust: vt})
+	require.NoError(t, err)
+	policy, err := NewPolicy(PolicyConfig{Default: Rule{Allow: everyone}, Trust: vt})
+	require.NoError(t, err)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "served") })
+	served := func(w http.ResponseWriter, r *http.Request, _ clientip.Result, _ error) { ok(w, r) }
+	handlers := map[string]http.Handler{
+		"New":            resolve(ok),
+		"RequireClient":  requireClient(ok),
+		"Policy.Handler": policy.Handler(ok),
+		"Policy.Serve":   policy.Serve(served),
+	}
+	for name, h := range handlers {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, request("10.0.0.1:5000", "203.0.113.7"))
+		assert.Equal(t, http.StatusOK, rec.Code, "%s before the Trust turned nil", name)
+	}
+	vt.gone.Store(true)
+	for name, h := range handlers {
+		rec := httptest.NewRecorder()
+		assert.NotPanics(t, func() { h.ServeHTTP(rec, request("10.0.0.1:5000", "203.0.113.7")) }, name)
+		assert.Equal(t, http.StatusInternalServerError, rec.Code, name)
+		assert.Equal(t, "internal server error: the server cannot resolve client addresses\n", rec.Body.String(), name)
+	}
+	rec := httptest.NewRecorder()
+	resolveOwn(ok).ServeHTTP(rec, request("10.0.0.1:5000", "203.0.113.7"))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.ErrorIs(t, onErr, clientip.ErrNoTrust, "OnError's error")
+	var cerr error
+	assert.NotPanics(t, func() { cerr = policy.CheckRequest(request("10.0.0.1:5000", "203.0.113.7")) })
+	assert.ErrorIs(t, cerr, clientip.ErrNoTrust, "CheckRequest")
+	assert.ErrorIs(t, cerr, ErrUnresolved, "CheckRequest")
+}
+
 // One request, one load; one connection, one load.
 func TestTrustLoadedOncePerRequestAndConnection(t *testing.T) {
 	ct := &countingTrust{r: testResolver(t)}

@@ -39,9 +39,9 @@ func TestChiPolicy(t *testing.T) {
 		wantBody              string
 	}{
 		{"route with a parameter, rule by its pattern", "/hello/ada", "10.0.0.2:4000", "203.0.113.7", 200, "hello ada from 203.0.113.7 (x-forwarded-for)\n"},
-		{"deny list of the same rule", "/hello/eve", "10.0.0.2:4000", "203.0.113.66", 403, "forbidden: the client address is not in an allowed source range\n"},
+		{"deny list of the same rule", "/hello/eve", "10.0.0.2:4000", "203.0.113.66", 403, "forbidden: the client address is in a denied source range\n"},
 		{"exact route before the prefix rule", "/admin/audit", "10.0.0.2:4000", "198.51.100.7", 200, "audit log for 198.51.100.7\n"},
-		{"the exact rule's deny list", "/admin/audit", "10.0.0.2:4000", "198.51.100.66", 403, "forbidden: the client address is not in an allowed source range\n"},
+		{"the exact rule's deny list", "/admin/audit", "10.0.0.2:4000", "198.51.100.66", 403, "forbidden: the client address is in a denied source range\n"},
 		{"prefix rule for the rest of /admin", "/admin/users", "10.0.0.2:4000", "198.51.100.66", 200, "admin users for 198.51.100.66\n"},
 		{"prefix rule refuses outside the office", "/admin/users", "10.0.0.2:4000", "203.0.113.7", 403, "forbidden: the client address is not in an allowed source range\n"},
 		{"forged office address from a direct client", "/admin/users", "203.0.113.9:4000", "198.51.100.7", 403, "forbidden: the client address is not in an allowed source range\n"},

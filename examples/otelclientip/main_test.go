@@ -257,6 +257,46 @@ func TestOtelhttpPitfall(t *testing.T) {
 		"otelhttp's client.address: if otelhttp stopped trusting the leftmost entry, update the docs")
 }
 
+// TestPolicyAloneCorrectsOtelhttp: a Policy mounted inside otelhttp without
+// the resolve middleware (here with its own Trust) replaces otelhttp's
+// client.address, the leftmost X-Forwarded-For entry, with the client it
+// judged, admitted or refused, and clears it when there is none. Before,
+// only the resolve middleware's ObserveResolve set it, and this path kept
+// the forged entry.
+func TestPolicyAloneCorrectsOtelhttp(t *testing.T) {
+	h := newHarness(t)
+	policy, err := middleware.NewPolicy(middleware.PolicyConfig{
+		Default: middleware.Rule{Allow: clientip.MustParsePrefixSet("203.0.113.0/24")},
+		Trust: clientip.MustNew(clientip.Config{
+			TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
+			Header:         "X-Forwarded-For",
+		}),
+		Observer: h.inst,
+	})
+	require.NoError(t, err)
+	handler := newPlainHandler(policy.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})), h.tp)
+	for _, tc := range []struct {
+		name, xff string
+		code      int
+		want      string
+	}{
+		{"admitted", "6.6.6.6, 203.0.113.7", 200, "203.0.113.7"},
+		{"refused", "6.6.6.6, 198.51.100.9", 403, "198.51.100.9"},
+		{"malformed chain", "6.6.6.6, junk", 400, ""},
+	} {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.RemoteAddr = "10.0.0.2:40000"
+		req.Header.Set("X-Forwarded-For", tc.xff)
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		assert.Equal(t, tc.code, rec.Code, tc.name)
+		spans := h.sr.Ended()
+		s := spans[len(spans)-1]
+		assert.Equal(t, tc.want, attr(s.Attributes(), semconv.ClientAddressKey), tc.name)
+		assert.Equal(t, "default", attr(s.Attributes(), otelsourceip.RuleKey), tc.name)
+	}
+}
+
 // TestObserveAllocsSDK measures recording into the SDK: counters with cached
 // attribute sets, and span attributes only when a span records.
 func TestObserveAllocsSDK(t *testing.T) {

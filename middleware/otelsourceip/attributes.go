@@ -73,15 +73,7 @@ const (
 // it took from the leftmost X-Forwarded-For entry, a value the client wrote,
 // on every path; see the package documentation.
 func SpanAttributes(res clientip.Result, err error) []attribute.KeyValue {
-	attrs := make([]attribute.KeyValue, 0, 12)
-	if res.Client.IsValid() && !res.Masqueraded {
-		attrs = append(attrs, semconv.ClientAddress(res.Client.String()))
-		if p := res.ClientAddrPort().Port(); p != 0 {
-			attrs = append(attrs, semconv.ClientPort(int(p)))
-		}
-	} else {
-		attrs = append(attrs, semconv.ClientAddress(""))
-	}
+	attrs := appendClient(make([]attribute.KeyValue, 0, 12), res)
 	if res.Peer.IsValid() {
 		attrs = append(attrs,
 			semconv.NetworkPeerAddress(res.Peer.Addr().Unmap().String()),
@@ -104,6 +96,21 @@ func SpanAttributes(res clientip.Result, err error) []attribute.KeyValue {
 	}
 	if res.Masqueraded {
 		attrs = append(attrs, MasqueradedKey.Bool(true))
+	}
+	return attrs
+}
+
+// appendClient appends client.address, and client.port when res's layer
+// carries one, for the client res names: the empty client.address when it
+// names none (a failure, or a masqueraded node), to overwrite the value
+// otelhttp set.
+func appendClient(attrs []attribute.KeyValue, res clientip.Result) []attribute.KeyValue {
+	if !res.Client.IsValid() || res.Masqueraded {
+		return append(attrs, semconv.ClientAddress(""))
+	}
+	attrs = append(attrs, semconv.ClientAddress(res.Client.String()))
+	if p := res.ClientAddrPort().Port(); p != 0 {
+		attrs = append(attrs, semconv.ClientPort(int(p)))
 	}
 	return attrs
 }

@@ -38,7 +38,8 @@
 // sourceip.source, sourceip.outcome, sourceip.hop, sourceip.header,
 // sourceip.via, sourceip.proxy.address, sourceip.proxy.port and
 // sourceip.masqueraded for the rest of the chain. A policy decision adds
-// sourceip.rule, and a denial sourceip.reason. The one span it records itself is
+// sourceip.rule and sets client.address (and client.port) to the client the
+// policy judged, and a denial adds sourceip.reason. The one span it records itself is
 // sourceip.proxyproto.reject, for connections a PROXY listener refused, which
 // never reach a handler.
 //
@@ -102,6 +103,21 @@
 // Observer, and client.address is replaced by the resolved client.
 //
 //	handler := otelhttp.NewHandler(resolve(mux), "server") // resolve from middleware.New with Observer: inst
+//
+// Every entry point that resolves a request does this when given the
+// Instrumentation as its Observer: middleware.New and RequireClient
+// (ObserveResolve), a middleware.Policy's Handler and Serve, which resolve
+// on their own when no resolve middleware ran before them
+// (ObserveDecision, with the client the policy judged), and grpcsourceip's
+// interceptors. A clientip.Forwarder has no Observer: call ObserveResolve
+// with what Forwarder.Header returns, from the reverse proxy's Rewrite,
+// instead of Forwarder.Rewrite:
+//
+//	Rewrite: func(pr *httputil.ProxyRequest) {
+//		pr.SetURL(upstream)
+//		res, err := fw.Header(pr.Out.Header, pr.In)
+//		inst.ObserveResolve(pr.In.Context(), res, err)
+//	},
 //
 // client.address names the resolved client or nothing. When resolution
 // fails, or the result is masqueraded (its address is a node, not a client),

@@ -99,15 +99,22 @@ func (rs *rules) of(name string) *ruleOpts {
 // refused: it counts it in sourceip.policy.decisions by sourceip.rule and
 // sourceip.outcome ("resolved" for an admission, or the verdict:
 // "not_allowed", "unresolved", "masqueraded") and, when ctx carries a
-// recording span, sets sourceip.rule on it. It implements
-// [middleware.DecisionObserver], so a Policy's Handler calls it; code that
-// judges connections with Policy.Decide calls it directly. It does not
-// allocate once the rule has been seen.
-func (in *Instrumentation) ObserveDecision(ctx context.Context, _ clientip.Result, d middleware.Decision) {
+// recording span, sets on it sourceip.rule and the client the policy judged
+// as client.address (and client.port when res's layer carries one; the
+// empty client.address for a client that was not resolved or is
+// masqueraded), as [SpanAttributes] does. A Policy resolves on its own when
+// no resolve middleware ran before it, so this is where otelhttp's
+// client.address, the leftmost X-Forwarded-For entry, is replaced on that
+// path. It implements [middleware.DecisionObserver], so a Policy's Handler
+// and Serve call it; code that judges connections with Policy.Decide calls
+// it directly. It does not allocate once the rule has been seen, except
+// for the attributes of a recording span.
+func (in *Instrumentation) ObserveDecision(ctx context.Context, res clientip.Result, d middleware.Decision) {
 	ro := in.rules.of(d.Rule)
 	in.decisions.Add(ctx, 1, ro.decision[verdictIndex(d.Outcome())]...)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(ro.span)
+		var buf [3]attribute.KeyValue
+		span.SetAttributes(appendClient(append(buf[:0], ro.span), res)...)
 	}
 }
 

@@ -3,6 +3,7 @@ package otelsourceip
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sourceip/sourceip/clientip"
@@ -117,4 +120,94 @@ func TestObserveDecisionAllocs(t *testing.T) {
 		in.ObserveDecision(ctx, res, middleware.Decision{Rule: "admin", Err: denial})
 		in.ObserveDeny(ctx, res, denial)
 	}))
+}
+
+// attrSpan is a recording span that keeps the last value set for each
+// attribute key, as an SDK span does; the rest is a no-op span.
+type attrSpan struct {
+	tracenoop.Span
+	attrs map[attribute.Key]string
+}
+
+func (s *attrSpan) IsRecording() bool { return true }
+
+func (s *attrSpan) SetAttributes(kv ...attribute.KeyValue) {
+	for _, a := range kv {
+		s.attrs[a.Key] = a.Value.Emit()
+	}
+}
+
+// peerConn is a TCP connection from peer, as ConnContext sees one.
+type peerConn struct {
+	net.Conn
+	peer netip.AddrPort
+}
+
+func (c peerConn) RemoteAddr() net.Addr { return net.TCPAddrFromAddrPort(c.peer) }
+func (c peerConn) LocalAddr() net.Addr {
+	return net.TCPAddrFromAddrPort(netip.MustParseAddrPort("192.0.2.1:443"))
+}
+
+// Review finding: client.address was corrected only behind the resolve
+// middleware (New, RequireClient), whose ObserveResolve sets it. A Policy
+// mounted without them (its own Trust, or ConnContext) resolves on its own
+// and told the Instrumentation only the rule, so the server span kept
+// otelhttp's client.address: the leftmost X-Forwarded-For entry, which the
+// client wrote. ObserveDecision sets the client the policy judged, or
+// clears it when there is none.
+func TestPolicyAloneSetsClientAddress(t *testing.T) {
+	in, err := New(WithMeterProvider(metricnoop.NewMeterProvider()), WithTracerProvider(tracenoop.NewTracerProvider()))
+	require.NoError(t, err)
+	trust := clientip.MustNew(clientip.Config{
+		TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"),
+		Header:         "X-Forwarded-For",
+		Masquerade:     clientip.MustParsePrefixSet("192.168.0.0/16"),
+	})
+	cfg := middleware.PolicyConfig{Default: middleware.Rule{Allow: clientip.MustParsePrefixSet("203.0.113.0/24")}, Observer: in}
+	own := cfg
+	own.Trust = trust
+	withTrust, err := middleware.NewPolicy(own)
+	require.NoError(t, err)
+	fromConn, err := middleware.NewPolicy(cfg)
+	require.NoError(t, err)
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	forms := map[string]struct {
+		h       http.Handler
+		connCtx bool // the server's ConnContext attached the trust
+	}{
+		"Handler, own Trust":   {h: withTrust.Handler(ok)},
+		"Serve, own Trust":     {h: withTrust.Serve(func(w http.ResponseWriter, r *http.Request, _ clientip.Result, _ error) { ok(w, r) })},
+		"Handler, ConnContext": {h: fromConn.Handler(ok), connCtx: true},
+	}
+	tests := []struct {
+		name, peer, xff string
+		code            int
+		addr, port      string // "" port: none set
+	}{
+		{"forged leftmost entry, admitted", "10.0.0.2:40000", "6.6.6.6, 203.0.113.7", 200, "203.0.113.7", ""},
+		{"forged leftmost entry, refused client still named", "10.0.0.2:40000", "6.6.6.6, 198.51.100.9", 403, "198.51.100.9", ""},
+		{"direct client with its port", "203.0.113.9:5000", "6.6.6.6", 200, "203.0.113.9", "5000"},
+		{"malformed chain: no client", "10.0.0.2:40000", "6.6.6.6, junk", 400, "", ""},
+		{"masquerading node: no client", "10.0.0.2:40000", "6.6.6.6, 192.168.1.10", 403, "", ""},
+	}
+	for form, f := range forms {
+		for _, tc := range tests {
+			t.Run(form+"/"+tc.name, func(t *testing.T) {
+				span := &attrSpan{attrs: map[attribute.Key]string{"client.address": "6.6.6.6"}} // as otelhttp set it
+				ctx := trace.ContextWithSpan(context.Background(), span)
+				if f.connCtx {
+					ctx = middleware.ConnContext(trust)(ctx, peerConn{peer: netip.MustParseAddrPort(tc.peer)})
+				}
+				req := httptest.NewRequestWithContext(ctx, "GET", "/", nil)
+				req.RemoteAddr = tc.peer
+				req.Header.Set("X-Forwarded-For", tc.xff)
+				rec := httptest.NewRecorder()
+				f.h.ServeHTTP(rec, req)
+				assert.Equal(t, tc.code, rec.Code, "status")
+				assert.Equal(t, tc.addr, span.attrs["client.address"], "client.address")
+				assert.Equal(t, tc.port, span.attrs["client.port"], "client.port")
+				assert.Equal(t, "default", span.attrs[RuleKey], "sourceip.rule")
+			})
+		}
+	}
 }
