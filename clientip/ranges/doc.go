@@ -32,7 +32,9 @@
 //     and documents are bounded in size and in the prefixes they select
 //     ([MaxPrefixes]). A document that is partly wrong is refused whole.
 //   - Never everything, never nothing. A set holding 0.0.0.0/0 or ::/0, a
-//     prefix wider than /8 (IPv4) or /16 (IPv6), or reserved space is always
+//     prefix wider than /8 (IPv4) or /16 (IPv6), an IPv6 prefix that stands
+//     for every IPv4 host (NAT64 64:ff9b::/96, 6to4 2002::/16, Teredo
+//     2001::/32) or more than an IPv4 /8 of them, or reserved space is always
 //     refused; private, loopback, link-local and CGNAT space unless allowed
 //     ([CheckSet]). An empty, failed or unparseable fetch never replaces the
 //     current set.

@@ -176,6 +176,7 @@ func TestRefresherKeepsTheCurrentSet(t *testing.T) {
 		{"one bad line spoils the list", nil, func(t *testing.T, h *harness) { h.v4.serve(snapCloudflareV4+"\n104.16.0.1/13", `"x"`, "") }, ErrInvalidPrefix, false},
 		{"0.0.0.0/0", nil, func(t *testing.T, h *harness) { h.v4.serve("0.0.0.0/0\n", `"x"`, "") }, ErrAllAddresses, true},
 		{"::/0 added to a real list", nil, func(t *testing.T, h *harness) { h.v6.serve(snapCloudflareV6+"\n::/0", `"x"`, "") }, ErrAllAddresses, true},
+		{"6to4's 2002::/16 (RFC 3056) added to a real list trusts every IPv4 host", nil, func(t *testing.T, h *harness) { h.v6.serve(snapCloudflareV6+"\n2002::/16", `"x"`, "") }, ErrAllAddresses, true},
 		{"0.0.0.0/0 split in halves", nil, func(t *testing.T, h *harness) { h.v4.serve("0.0.0.0/1\n128.0.0.0/1\n", `"x"`, "") }, ErrTooBroad, true},
 		{"private space", nil, func(t *testing.T, h *harness) { h.v4.serve(snapCloudflareV4+"\n10.0.0.0/8", `"x"`, "") }, ErrPrivate, true},
 		{"oversized body with Content-Length", func(c *RefresherConfig) { c.MaxBytes = big }, func(t *testing.T, h *harness) {
