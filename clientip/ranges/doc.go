@@ -40,9 +40,13 @@
 //     current set.
 //   - Guards against gross change. A refresh that drops or adds more than a
 //     configured fraction of the current address space ([Change]) is held
-//     until an operator accepts it ([Refresher.AcceptPending]). This catches
-//     a truncated list or one swapped for another provider's; it cannot catch
-//     one added prefix. For that, fetch only over https from the provider
+//     until an operator accepts it ([Refresher.AcceptPending]), and so is one
+//     that takes the set further than a configured fraction past its
+//     baseline — the snapshot, or the set an operator last accepted — so that
+//     a feed growing a little at every refresh cannot grow without end
+//     (MaxTotalGrowth, [ErrDrift]). This catches a truncated list, one
+//     swapped for another provider's, or one inflated step by step; it
+//     cannot catch one added prefix. For that, fetch only over https from the provider
 //     itself (plain http is refused unless allowed, and so is a redirect
 //     from https to http).
 //   - A floor that ships. Each common source has a dated [Snapshot] embedded

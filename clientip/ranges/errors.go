@@ -74,6 +74,14 @@ var (
 	// set waits for [Refresher.AcceptPending].
 	ErrGrowth = errors.New("ranges: set grew more than allowed")
 
+	// ErrDrift means a fetched set, though within MaxGrowth of the current
+	// set, adds more to the baseline (the set last accepted by a person,
+	// else the snapshot or the first set) than
+	// RefresherConfig.MaxTotalGrowth allows: a feed growing step by step.
+	// The current set stays; the refused set waits for
+	// [Refresher.AcceptPending], which makes it the baseline.
+	ErrDrift = errors.New("ranges: set grew too far from its baseline")
+
 	// ErrNoPending is returned by [Refresher.AcceptPending] when no refused
 	// set is waiting.
 	ErrNoPending = errors.New("ranges: no pending set")
