@@ -164,7 +164,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUnresolved):
 		return exitUnresolved
 	}
-	fmt.Fprintln(stderr, "sourceip:", err)
+	// A -fetch error may carry what the endpoint sent: its status line's
+	// reason phrase, which net/http does not check.
+	fmt.Fprintf(stderr, "sourceip: %s\n", escapeText([]byte(err.Error())))
 	if _, ok := errors.AsType[fetchError](err); ok {
 		return exitFetch
 	}

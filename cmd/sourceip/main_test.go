@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -229,6 +231,26 @@ func TestFetchHostileEndpoint(t *testing.T) {
 		var got any
 		require.NoError(t, json.Unmarshal(out.Bytes(), &got), "the escaped document is JSON")
 		assert.Equal(t, want, got, "the escaped document decodes to the fetched one")
+	})
+	t.Run("the status line's reason phrase", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			c.Read(make([]byte, 4096))
+			io.WriteString(c, "HTTP/1.1 500 \x1b]0;owned\x07\x9b2J\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+		}()
+		var out, errb bytes.Buffer
+		require.Equal(t, 3, run([]string{"-fetch", "http://" + ln.Addr().String()}, &out, &errb), "stderr: %s", &errb)
+		for _, s := range hostile {
+			assert.NotContains(t, errb.String(), s)
+		}
+		assert.Contains(t, errb.String(), `answered 500 \x1b]0;owned\a\x9b2J`)
 	})
 	t.Run("text", func(t *testing.T) {
 		var out, errb bytes.Buffer
