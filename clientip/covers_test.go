@@ -38,6 +38,13 @@ func TestPrefixSetCovers(t *testing.T) {
 		{"::/0 with 0.0.0.0/0 covers all", "::/0, 0.0.0.0/0", "::/0", true},
 		{"an IPv6 prefix outside the mapped range needs no IPv4", "::/1", "2000::/3", true},
 		{"a /96 that holds the mapped range", "0.0.0.0/0, ::/80", "::/80", true},
+		// Contains answers for ::ffff:0:0/96 from the IPv4 prefixes, so
+		// the IPv6 prefixes need only cover the rest.
+		{"the mapped range by IPv4 and its neighbour by IPv6 cover their /95", "0.0.0.0/0, ::fffe:0:0/96", "::fffe:0:0/95", true},
+		{"the mapped range's IPv6 twin adds nothing to a /95", "0.0.0.0/0, ::fffd:0:0/96", "::fffe:0:0/95", false},
+		{"the neighbour without all of IPv4 leaves the mapped range out", "::fffe:0:0/96, 128.0.0.0/1", "::fffe:0:0/95", false},
+		{"every step down to the mapped range by IPv6", "0.0.0.0/0, ::/81, ::8000:0:0/82, ::c000:0:0/83, ::e000:0:0/84, ::f000:0:0/85, ::f800:0:0/86, ::fc00:0:0/87, ::fe00:0:0/88, ::ff00:0:0/89, ::ff80:0:0/90, ::ffc0:0:0/91, ::ffe0:0:0/92, ::fff0:0:0/93, ::fff8:0:0/94, ::fffc:0:0/95, ::fffe:0:0/96", "::/80", true},
+		{"one step missing", "0.0.0.0/0, ::/81, ::8000:0:0/82, ::c000:0:0/83, ::e000:0:0/84, ::f000:0:0/85, ::f800:0:0/86, ::fc00:0:0/87, ::fe00:0:0/88, ::ff00:0:0/89, ::ff80:0:0/90, ::ffc0:0:0/91, ::ffe0:0:0/92, ::fff0:0:0/93, ::fff8:0:0/94, ::fffe:0:0/96", "::/80", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,8 +90,54 @@ func TestPrefixSetCoversReference(t *testing.T) {
 	}
 }
 
+// TestPrefixSetCoversMappedReference compares Covers with Contains around
+// ::ffff:0:0/96, whose addresses Contains looks up among the IPv4 prefixes:
+// random sets of IPv6 prefixes of /88 to /97 inside ::ff00:0:0/88, with all
+// of IPv4 or none, against prefixes there of the same lengths. Membership is
+// then the same across each /97, so asking Contains about the first address
+// of each /97 of p is the reference.
+func TestPrefixSetCoversMappedReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	at := func(bits int) netip.Prefix {
+		// Near ::ffff:0:0 more often than not, where the cases are.
+		b := [16]byte{10: 0xff, 11: 0xff ^ byte(rng.IntN(1<<rng.IntN(9))), 12: byte(rng.IntN(256))}
+		return netip.PrefixFrom(netip.AddrFrom16(b), bits).Masked()
+	}
+	for range 300 {
+		var ps []netip.Prefix
+		if rng.IntN(2) == 0 {
+			ps = append(ps, netip.MustParsePrefix("0.0.0.0/0"))
+		}
+		for range rng.IntN(12) {
+			ps = append(ps, at(88+rng.IntN(10)))
+		}
+		s, err := NewPrefixSet(ps...)
+		if !assert.NoError(t, err) {
+			return
+		}
+		for range 20 {
+			p := at(88 + rng.IntN(10))
+			want := true
+			b := p.Addr().As16()
+			for i := range 1 << (97 - p.Bits()) {
+				c := b
+				c[11] |= byte(i >> 1)
+				c[12] |= byte(i&1) << 7
+				if !s.Contains(netip.AddrFrom16(c)) {
+					want = false
+					break
+				}
+			}
+			assert.Equal(t, want, s.Covers(p), "%s.Covers(%s)", s, p)
+		}
+	}
+}
+
 func TestPrefixSetCoversNoAllocs(t *testing.T) {
 	s := MustParsePrefixSet("10.0.0.0/9, 10.128.0.0/9")
 	p := netip.MustParsePrefix("10.0.0.0/8")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { s.Covers(p) }), "Covers allocates")
+	s = MustParsePrefixSet("0.0.0.0/0, ::fffe:0:0/96")
+	p = netip.MustParsePrefix("::fffe:0:0/95")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { s.Covers(p) }), "Covers allocates around the mapped range")
 }

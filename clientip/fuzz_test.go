@@ -156,7 +156,8 @@ func FuzzParseIP(f *testing.F) {
 	})
 }
 
-// FuzzPrefixSet checks the trie against a linear scan.
+// FuzzPrefixSet checks the trie against a linear scan, and Covers against
+// Contains.
 func FuzzPrefixSet(f *testing.F) {
 	f.Add([]byte{10, 0, 0, 0, 8, 192, 168, 1, 1, 32}, []byte{10, 1, 2, 3})
 	f.Add([]byte{172, 16, 0, 0, 12, 0, 0, 0, 0, 0}, []byte{172, 31, 255, 255})
@@ -198,6 +199,20 @@ func FuzzPrefixSet(f *testing.F) {
 			}
 		}
 		require.Equal(t, want, set.Contains(a), "Contains(%v); linear scan of %v", a, ps)
+		// Covers is sound: a prefix it covers holds no address outside
+		// the set. It is complete for the set's own prefixes, those that
+		// hold ::ffff:0:0/96 aside (their mapped part is IPv4's).
+		for bits := 0; bits <= a.BitLen(); bits += 4 {
+			if q, _ := a.Prefix(bits); set.Covers(q) {
+				require.True(t, set.Contains(a), "Covers(%v) of %v, but not Contains(%v)", q, ps, a)
+			}
+		}
+		mapped := netip.MustParseAddr("::ffff:0:0")
+		for _, p := range ps {
+			if p.Bits() >= 96 || !p.Contains(mapped) {
+				require.True(t, set.Covers(p), "%v does not cover its own %v", ps, p)
+			}
+		}
 	})
 }
 

@@ -220,7 +220,8 @@ func as4(a netip.Addr) uint32 {
 // IPv4-mapped prefix of length 96 or more as its IPv4 prefix); an invalid
 // prefix is covered by no set. Contains looks up IPv4-mapped IPv6 addresses
 // among the IPv4 prefixes, so an IPv6 prefix that includes ::ffff:0:0/96 is
-// covered only when the set also holds 0.0.0.0/0. It does not allocate; its
+// covered when the set's IPv4 prefixes cover all of IPv4 and its IPv6
+// prefixes cover the rest of it. It does not allocate; its
 // cost grows with the set's prefixes inside p, so it is for configuration
 // checks, not per connection.
 func (s PrefixSet) Covers(p netip.Prefix) bool {
@@ -237,11 +238,22 @@ func (s PrefixSet) Covers(p netip.Prefix) bool {
 		return s.v4 != nil && s.v4.covers(b[:], p.Bits())
 	}
 	b := a.As16()
-	if p.Bits() <= 96 && p.Contains(netip.AddrFrom16([16]byte{10: 0xff, 11: 0xff})) {
-		// Contains unmaps these addresses and looks in the IPv4 trie.
+	if mapped := [16]byte{10: 0xff, 11: 0xff}; p.Bits() < 96 && p.Contains(netip.AddrFrom16(mapped)) {
+		// Contains unmaps the addresses of ::ffff:0:0/96 and looks them up
+		// in the IPv4 trie, so that part of p needs all of IPv4 ...
 		if s.v4 == nil || !s.v4.covers(nil, 0) {
 			return false
 		}
+		// ... and the rest of p the IPv6 trie: at each bit from p's length
+		// down to the mapped /96, the half that does not hold it.
+		for l := p.Bits(); l < 96; l++ {
+			half := mapped
+			half[l/8] ^= 0x80 >> (l % 8)
+			if s.v6 == nil || !s.v6.covers(half[:], l+1) {
+				return false
+			}
+		}
+		return true
 	}
 	return s.v6 != nil && s.v6.covers(b[:], p.Bits())
 }

@@ -28,6 +28,16 @@ type Config struct {
 	// steps over it; the first hop outside the set is the client. The zero
 	// value trusts no proxy.
 	//
+	// [New] refuses a set that holds 0.0.0.0/0 or ::/0 (::ffff:0:0/96 is
+	// 0.0.0.0/0): every address of the family would be a trusted proxy, so
+	// the walk could name no client of it (every answer ErrAllTrusted, with
+	// the leftmost entry, which the client wrote, in Via), and every peer of
+	// it could send a PROXY header. There is no opt-in: to believe a fixed
+	// number of hops whoever the peer is, use TrustedHops without
+	// TrustedProxies. Sets that are merely too broad for a proxy fleet are
+	// checked by ranges.CheckSet and reported by the explain package's
+	// findings, not refused here.
+	//
 	// In hop-count mode (TrustedHops > 0) the set, when not empty, is only
 	// used for the socket peer: a peer outside it is the client and its PROXY
 	// and header layers are ignored.
@@ -155,6 +165,11 @@ func New(cfg Config) (*Resolver, error) {
 		return nil, fmt.Errorf("%w: TrustedHops %d is negative", ErrInvalidConfig, cfg.TrustedHops)
 	case r.hops > r.maxHops:
 		return nil, fmt.Errorf("%w: TrustedHops %d exceeds MaxHops %d", ErrInvalidConfig, r.hops, r.maxHops)
+	}
+	for _, p := range r.trusted.list {
+		if p.Bits() == 0 {
+			return nil, fmt.Errorf("%w: TrustedProxies holds %s, which makes every address of its family a trusted proxy: no client of it could be named and any of them could send a PROXY header (trust the proxies' own ranges, or use TrustedHops without TrustedProxies)", ErrInvalidConfig, p)
+		}
 	}
 	if cfg.Header != "" {
 		for i := 0; i < len(cfg.Header); i++ {

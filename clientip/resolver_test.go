@@ -492,6 +492,12 @@ func TestNewValidation(t *testing.T) {
 		// CloudFront writes "IP:port" with IPv6 unbracketed: "2001:db8::1:443"
 		// would read as the address 2001:db8::1:443, a client it never was.
 		{"CloudFront-Viewer-Address: IPv6 address and port cannot be told apart", Config{TrustedProxies: private10, Header: "cloudfront-viewer-address"}},
+		// Trusting every address (gin's default) names no client and
+		// hands Via the leftmost entry, which the client wrote.
+		{"TrustedProxies 0.0.0.0/0 trusts every IPv4 hop", Config{TrustedProxies: MustParsePrefixSet("0.0.0.0/0"), Header: "X-Forwarded-For"}},
+		{"TrustedProxies ::/0 beside a real range trusts every IPv6 hop", Config{TrustedProxies: MustParsePrefixSet("10.0.0.0/8, ::/0")}},
+		{"TrustedProxies ::ffff:0:0/96 is 0.0.0.0/0 written in IPv6", Config{TrustedProxies: MustParsePrefixSet("::ffff:0:0/96")}},
+		{"TrustedProxies 0.0.0.0/0 in hop-count mode lets any IPv4 peer send a PROXY header", Config{TrustedHops: 1, TrustedProxies: MustParsePrefixSet("0.0.0.0/0")}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

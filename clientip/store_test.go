@@ -85,6 +85,8 @@ func TestStoreSwap(t *testing.T) {
 			wantText: `trusted_proxies_removed=10.0.0.0/24 header=none → X-Forwarded-For refused: clientip: invalid configuration: Header "X-Forwarded-For" is set but no proxy is trusted to deliver it (set TrustedProxies, TrustedHops or TrustUnixSocket)`},
 		{name: "MaxHops out of range is refused", next: Config{TrustedProxies: lbA, MaxHops: 65},
 			wantErr: ErrInvalidConfig, wantSame: true, wantTrust: "10.0.0.0/24"},
+		{name: "a swap to trusting every address is refused and the old trust stays", next: Config{TrustedProxies: MustParsePrefixSet("0.0.0.0/0, ::/0"), Header: "X-Forwarded-For"},
+			wantErr: ErrInvalidConfig, wantSame: true, wantTrust: "10.0.0.0/24"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -190,6 +192,8 @@ func TestStoreSetRanges(t *testing.T) {
 			wantTrust: "10.0.0.0/24,10.2.0.0/16,173.245.48.0/20"},
 		{name: "an empty set removes the source", ranges: "ingress",
 			wantText:  "ranges=ingress trusted_proxies_removed=10.2.0.0/16",
+			wantTrust: "10.0.0.0/24,173.245.48.0/20"},
+		{name: "a range set holding ::/0, fed past ranges.CheckSet, is refused", ranges: "cdn", set: MustParsePrefixSet("::/0"), wantErr: ErrInvalidConfig,
 			wantTrust: "10.0.0.0/24,173.245.48.0/20"},
 		{name: "a name with a space is refused", ranges: "cloud flare", set: cloudflare, wantErr: ErrInvalidConfig,
 			wantTrust: "10.0.0.0/24,173.245.48.0/20"},

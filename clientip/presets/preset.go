@@ -31,7 +31,8 @@ type Config struct {
 	// and Envoy (the edge Envoys' addresses, and those of any load balancer
 	// in front of them that appends to X-Forwarded-For). Refused for Cloud
 	// Run, which has no peer to check. A set holding 0.0.0.0/0 or ::/0, a
-	// prefix wider than /8 (IPv4) or /16 (IPv6), or reserved space is
+	// prefix wider than /8 (IPv4) or /16 (IPv6), an IPv6 prefix that stands
+	// for every IPv4 host (NAT64, 6to4, Teredo), or reserved space is
 	// refused ([ranges.CheckSet]); private space is allowed.
 	Ranges clientip.PrefixSet
 

@@ -32,15 +32,21 @@
 //     and documents are bounded in size and in the prefixes they select
 //     ([MaxPrefixes]). A document that is partly wrong is refused whole.
 //   - Never everything, never nothing. A set holding 0.0.0.0/0 or ::/0, a
-//     prefix wider than /8 (IPv4) or /16 (IPv6), or reserved space is always
+//     prefix wider than /8 (IPv4) or /16 (IPv6), an IPv6 prefix that stands
+//     for every IPv4 host (NAT64 64:ff9b::/96, 6to4 2002::/16, Teredo
+//     2001::/32) or more than an IPv4 /8 of them, or reserved space is always
 //     refused; private, loopback, link-local and CGNAT space unless allowed
 //     ([CheckSet]). An empty, failed or unparseable fetch never replaces the
 //     current set.
 //   - Guards against gross change. A refresh that drops or adds more than a
 //     configured fraction of the current address space ([Change]) is held
-//     until an operator accepts it ([Refresher.AcceptPending]). This catches
-//     a truncated list or one swapped for another provider's; it cannot catch
-//     one added prefix. For that, fetch only over https from the provider
+//     until an operator accepts it ([Refresher.AcceptPending]), and so is one
+//     that takes the set further than a configured fraction past its
+//     baseline — the snapshot, or the set an operator last accepted — so that
+//     a feed growing a little at every refresh cannot grow without end
+//     (MaxTotalGrowth, [ErrDrift]). This catches a truncated list, one
+//     swapped for another provider's, or one inflated step by step; it
+//     cannot catch one added prefix. For that, fetch only over https from the provider
 //     itself (plain http is refused unless allowed, and so is a redirect
 //     from https to http).
 //   - A floor that ships. Each common source has a dated [Snapshot] embedded

@@ -39,13 +39,19 @@ var (
 	// the requested tag name.
 	ErrTagNotFound = errors.New("ranges: service tag not found")
 
-	// ErrAllAddresses means a set holds 0.0.0.0/0 or ::/0. Trusting it would
-	// trust every client as a proxy, so it is never accepted.
+	// ErrAllAddresses means a set holds 0.0.0.0/0 or ::/0, or the whole of
+	// an IPv6 prefix whose addresses stand for every IPv4 host: NAT64's
+	// 64:ff9b::/96 or 64:ff9b:1::/48, 6to4's 2002::/16, Teredo's 2001::/32
+	// (see [CheckSet]). Trusting it would trust every client, or every IPv4
+	// client through a translator or tunnel, as a proxy, so it is never
+	// accepted.
 	ErrAllAddresses = errors.New("ranges: prefix covers every address")
 
 	// ErrTooBroad means a set holds an IPv4 prefix shorter than /8 or an IPv6
 	// prefix shorter than /16 — a split 0.0.0.0/0 (0.0.0.0/1 and 128.0.0.0/1)
-	// or a wrong list; no provider publishes such a block.
+	// or a wrong list; no provider publishes such a block — or a part of an
+	// IPv4-embedding prefix (NAT64, 6to4, Teredo) that stands for more IPv4
+	// hosts than a /8 ([CheckSet]).
 	ErrTooBroad = errors.New("ranges: prefix too broad")
 
 	// ErrPrivate means a set overlaps loopback, private (RFC 1918, fc00::/7),
@@ -67,6 +73,14 @@ var (
 	// RefresherConfig.MaxGrowth allows. The current set stays; the refused
 	// set waits for [Refresher.AcceptPending].
 	ErrGrowth = errors.New("ranges: set grew more than allowed")
+
+	// ErrDrift means a fetched set, though within MaxGrowth of the current
+	// set, adds more to the baseline (the set last accepted by a person,
+	// else the snapshot or the first set) than
+	// RefresherConfig.MaxTotalGrowth allows: a feed growing step by step.
+	// The current set stays; the refused set waits for
+	// [Refresher.AcceptPending], which makes it the baseline.
+	ErrDrift = errors.New("ranges: set grew too far from its baseline")
 
 	// ErrNoPending is returned by [Refresher.AcceptPending] when no refused
 	// set is waiting.

@@ -183,6 +183,9 @@ func FuzzReadCache(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "source": "` + src.String() + `", "confirmed": "2026-11-30T00:00:00Z", "documents": [
 		{"location": "https://www.cloudflare.com/ips-v4", "prefixes": ["0.0.0.0/0"]},
 		{"location": "https://www.cloudflare.com/ips-v6", "prefixes": ["::ffff:10.0.0.0/104"]}]}`))
+	f.Add([]byte(`{"version": 1, "source": "` + src.String() + `", "confirmed": "2026-11-30T00:00:00Z", "documents": [
+		{"location": "https://www.cloudflare.com/ips-v4", "prefixes": ["104.16.0.0/13"]},
+		{"location": "https://www.cloudflare.com/ips-v6", "prefixes": ["2606:4700::/32"]}], "baseline": ["104.16.0.0/14", "nonsense"]}`))
 	f.Add([]byte(`{"version": 1}`))
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -190,7 +193,8 @@ func FuzzReadCache(f *testing.F) {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		docs, set, confirmed, err := readCache(path, src, false)
+		d, err := readCache(path, src, false)
+		docs, set, confirmed := d.docs, d.set, d.confirmed
 		if err != nil {
 			if !errors.Is(err, ErrCache) {
 				t.Fatalf("error does not wrap ErrCache: %v", err)

@@ -26,6 +26,28 @@ var reserved = [...]netip.Prefix{
 	netip.MustParsePrefix("ff00::/8"),
 }
 
+// embedsIPv4 lists the IPv6 prefixes whose addresses stand for IPv4 hosts,
+// each of them for the whole of IPv4: trusting one of them whole trusts every
+// IPv4 host's translated or tunnelled address. minBits is the shortest prefix
+// inside it that the refresher accepts: one whose IPv4 part is pinned to at
+// least the IPv4 floor (/8).
+var embedsIPv4 = [...]struct {
+	prefix  netip.Prefix
+	minBits int
+	what    string
+}{
+	// The IPv4 address is the last 32 bits (RFC 6052 §2.2, the /96 format).
+	{netip.MustParsePrefix("64:ff9b::/96"), 96 + minBitsIPv4, "the NAT64 well-known prefix (RFC 6052)"},
+	// Network-specific NAT64 prefixes of any RFC 6052 length; /104 pins the
+	// first octet of the IPv4 address in every one of those formats.
+	{netip.MustParsePrefix("64:ff9b:1::/48"), 96 + minBitsIPv4, "the local-use NAT64 prefix (RFC 8215)"},
+	// 2002:V4HI:V4LO::/48 belongs to the IPv4 address V4 (RFC 3056 §2).
+	{netip.MustParsePrefix("2002::/16"), 16 + minBitsIPv4, "6to4 (RFC 3056)"},
+	// The client's public IPv4 address, inverted, is the last 32 bits
+	// (RFC 4380 §4); anyone can use any Teredo server.
+	{netip.MustParsePrefix("2001::/32"), 96 + minBitsIPv4, "Teredo (RFC 4380)"},
+}
+
 func localSpace() []netip.Prefix {
 	var ps []netip.Prefix
 	for _, s := range []clientip.PrefixSet{clientip.Loopback(), clientip.Private(), clientip.LinkLocal(), clientip.CGNAT()} {
@@ -36,12 +58,18 @@ func localSpace() []netip.Prefix {
 
 // CheckSet reports whether a refresher would accept s as a trusted set at
 // all, whatever it replaces: s must not be empty and must not hold 0.0.0.0/0
-// or ::/0 ([ErrAllAddresses]), an IPv4 prefix shorter than /8 or an IPv6
-// prefix shorter than /16 ([ErrTooBroad]), or a prefix overlapping reserved
-// space ([ErrReserved]); unless allowPrivate, it must not overlap loopback,
-// private, link-local or CGNAT space either ([ErrPrivate]). The error names
-// the first offending prefix. The refresher applies it to every fetched set
-// and to its disk copy.
+// or ::/0, nor the whole of an IPv6 prefix whose addresses stand for every
+// IPv4 host — NAT64's 64:ff9b::/96 (RFC 6052) and 64:ff9b:1::/48 (RFC 8215),
+// 6to4's 2002::/16 (RFC 3056), Teredo's 2001::/32 (RFC 4380) —
+// ([ErrAllAddresses]); it must not hold an IPv4 prefix shorter than /8, an
+// IPv6 prefix shorter than /16, or a part of one of those IPv4-embedding
+// prefixes that stands for more than an IPv4 /8: shorter than /24 in 6to4,
+// than /104 in the others ([ErrTooBroad]); nor a prefix overlapping
+// reserved space ([ErrReserved]); unless allowPrivate, it must not overlap
+// loopback, private, link-local or CGNAT space either ([ErrPrivate]). The
+// error names the first offending prefix. The refresher applies it to every
+// fetched set and to its disk copy, and the presets package to every set it
+// is given.
 func CheckSet(s clientip.PrefixSet, allowPrivate bool) error {
 	if s.Len() == 0 {
 		return ErrEmpty
@@ -56,6 +84,15 @@ func CheckSet(s clientip.PrefixSet, allowPrivate bool) error {
 		}
 		if floor := minBitsIPv6; p.Addr().Is4() && p.Bits() < minBitsIPv4 || p.Addr().Is6() && p.Bits() < floor {
 			return fmt.Errorf("%w: %s (the floor is /%d for IPv4 and /%d for IPv6)", ErrTooBroad, p, minBitsIPv4, minBitsIPv6)
+		}
+		for _, e := range embedsIPv4 {
+			switch {
+			case !p.Overlaps(e.prefix):
+			case p.Bits() <= e.prefix.Bits():
+				return fmt.Errorf("%w: %s holds %s, %s, whose addresses stand for every IPv4 host", ErrAllAddresses, p, e.prefix, e.what)
+			case p.Bits() < e.minBits:
+				return fmt.Errorf("%w: %s lies in %s, %s, and stands for more IPv4 hosts than a /%d (the floor there is /%d)", ErrTooBroad, p, e.prefix, e.what, minBitsIPv4, e.minBits)
+			}
 		}
 		for _, r := range reserved {
 			if p.Overlaps(r) {

@@ -37,6 +37,23 @@ func TestCheckSet(t *testing.T) {
 		{"class E and broadcast", "255.255.255.255/32", true, ErrReserved},
 		{"IPv6 multicast", "ff02::/16", true, ErrReserved},
 		{"IPv6 unspecified", "::/128", true, ErrReserved},
+		// IPv6 prefixes that carry IPv4 addresses: trusting one whole
+		// trusts every IPv4 host's translated or tunnelled address.
+		{"RFC 6052 NAT64 well-known prefix 64:ff9b::/96 stands for all of IPv4", "64:ff9b::/96", true, ErrAllAddresses},
+		{"a /64 holding the NAT64 well-known prefix", "64:ff9b::/64", true, ErrAllAddresses},
+		{"a /16 that passes the floor but holds 64:ff9b::/96", "64::/16", true, ErrAllAddresses},
+		{"RFC 6052 NAT64 of an IPv4 /7 is too broad", "64:ff9b::6000:0/103", true, ErrTooBroad},
+		{"RFC 6052 NAT64 of an IPv4 /24 is one network", "64:ff9b::cb00:7100/120", false, nil},
+		{"RFC 8215 local-use NAT64 prefix 64:ff9b:1::/48", "64:ff9b:1::/48", true, ErrAllAddresses},
+		{"RFC 8215 network-specific /96 inside it", "64:ff9b:1:abcd::/96", true, ErrTooBroad},
+		{"RFC 3056 6to4 2002::/16 stands for all of IPv4", "2002::/16", true, ErrAllAddresses},
+		{"RFC 3056 6to4 of an IPv4 /7 is too broad", "2002:6000::/23", true, ErrTooBroad},
+		{"RFC 3056 6to4 of an IPv4 /8 is the floor", "2002:6000::/24", false, nil},
+		{"RFC 3056 6to4 site of one IPv4 host", "2002:cb00:7107::/48", false, nil},
+		{"RFC 4380 Teredo 2001::/32 stands for all of IPv4", "2001::/32", true, ErrAllAddresses},
+		{"a /16 that passes the floor but holds Teredo", "2001::/16", true, ErrAllAddresses},
+		{"RFC 4380 every client of one Teredo server is too broad", "2001:0:cb00:7101::/64", true, ErrTooBroad},
+		{"2001:db8::/32 beside Teredo is not Teredo", "2001:db8::/32", false, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

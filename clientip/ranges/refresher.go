@@ -64,6 +64,23 @@ type RefresherConfig struct {
 	// zero value means 0.25; math.Inf(1) turns the guard off.
 	MaxGrowth float64
 
+	// MaxTotalGrowth bounds where a run of refreshes, each within
+	// MaxGrowth, may take the set: the largest new address space, as a
+	// fraction of the baseline's (per family, see [Change]), the set may
+	// hold. Without it a feed that adds a little less than MaxGrowth at
+	// every refresh — a slow poisoning — grows without end (1.25 to the
+	// power of the refreshes). A refresh that goes further is refused with
+	// [ErrDrift] and waits for [Refresher.AcceptPending]. The baseline is
+	// the set a person last accepted with AcceptPending; until then the
+	// source's snapshot, else the set the refresher first installed. The
+	// disk copy (CacheFile) records it, so a restart does not reset it.
+	// The zero value means 1 (the set may grow to twice its baseline's
+	// space), or MaxGrowth if that is larger, so that turning the growth
+	// guard off turns this one off too; math.Inf(1) turns it off. Like
+	// MaxGrowth, it bounds how much address space a feed can add unseen,
+	// not which: one added prefix, an attacker's /24, passes both.
+	MaxTotalGrowth float64
+
 	// AllowPrivate accepts sets that overlap loopback, private, link-local
 	// or CGNAT space, for a list of your own internal proxies. The zero
 	// value refuses them ([ErrPrivate]). 0.0.0.0/0, ::/0, overly broad
@@ -132,6 +149,7 @@ type Refresher struct {
 	maxBytes     int
 	maxShrink    float64
 	maxGrowth    float64
+	maxTotal     float64
 	allowPrivate bool
 	cacheFile    string
 	onUpdate     func(clientip.PrefixSet) error
@@ -149,6 +167,7 @@ type Refresher struct {
 	have      bool       // docs describe the current set
 	delivered bool       // OnUpdate accepted the current set (the trust store has it)
 	pending   *pendingSet
+	baseline  clientip.PrefixSet // what MaxTotalGrowth measures from; empty until there is a set
 
 	mu sync.Mutex // guards st
 	st Status
@@ -188,6 +207,7 @@ func NewRefresher(cfg RefresherConfig) (*Refresher, error) {
 		maxBytes:     cmp0(cfg.MaxBytes, cfg.Source.MaxBytes()),
 		maxShrink:    cmp0(cfg.MaxShrink, 0.25),
 		maxGrowth:    cmp0(cfg.MaxGrowth, 0.25),
+		maxTotal:     cmp0(cfg.MaxTotalGrowth, max(1, cmp0(cfg.MaxGrowth, 0.25))),
 		allowPrivate: cfg.AllowPrivate,
 		cacheFile:    cfg.CacheFile,
 		onUpdate:     cfg.OnUpdate,
@@ -212,6 +232,8 @@ func NewRefresher(cfg RefresherConfig) (*Refresher, error) {
 		return bad("MaxShrink %v is not in (0, 1]", r.maxShrink)
 	case !(r.maxGrowth > 0) || math.IsNaN(r.maxGrowth):
 		return bad("MaxGrowth %v is not positive", r.maxGrowth)
+	case !(r.maxTotal > 0):
+		return bad("MaxTotalGrowth %v is not positive", r.maxTotal)
 	}
 	if r.now == nil {
 		r.now = time.Now
@@ -229,7 +251,9 @@ func NewRefresher(cfg RefresherConfig) (*Refresher, error) {
 		r.client = &c
 	}
 	r.st.Source = r.src.String()
-	r.cur.Store(r.start())
+	cur := r.start()
+	r.cur.Store(cur)
+	r.st.Drift = Diff(r.baseline, cur.set)
 	return r, nil
 }
 
@@ -250,23 +274,24 @@ func earlier(a, b time.Time) time.Time {
 }
 
 // start picks the starting set: the disk copy when it is usable and at
-// least as new as the snapshot, else the snapshot, else nothing.
+// least as new as the snapshot, else the snapshot, else nothing; and the
+// baseline: the disk copy's, else the snapshot.
 func (r *Refresher) start() *current {
 	snap, haveSnap := r.src.Snapshot()
 	if haveSnap && CheckSet(snap.Set, r.allowPrivate) != nil {
 		haveSnap = false
 	}
 	if r.cacheFile != "" {
-		docs, set, confirmed, err := readCache(r.cacheFile, r.src, r.allowPrivate)
+		d, err := readCache(r.cacheFile, r.src, r.allowPrivate)
 		// A copy cannot have been confirmed after now (a clock that ran
 		// ahead when it was written, or an edited file); taken as it
 		// stands, its age would read zero, and Check would call it fresh,
 		// until that date.
-		confirmed = earlier(confirmed, r.now())
+		confirmed := earlier(d.confirmed, r.now())
 		switch {
 		case err == nil && (!haveSnap || !confirmed.Before(snap.Date)):
-			r.docs, r.have = docs, true
-			return &current{set: set, prov: ProvenanceDisk, confirmed: confirmed}
+			r.docs, r.have, r.baseline = d.docs, true, d.baseline
+			return &current{set: d.set, prov: ProvenanceDisk, confirmed: confirmed}
 		case err == nil:
 			r.st.CacheError = fmt.Errorf("%w: %s was confirmed %s, before the embedded snapshot (%s)",
 				ErrCache, r.cacheFile, confirmed.Format(time.RFC3339), snap.Date.Format(time.RFC3339))
@@ -275,6 +300,7 @@ func (r *Refresher) start() *current {
 		}
 	}
 	if haveSnap {
+		r.baseline = snap.Set
 		return &current{set: snap.Set, prov: ProvenanceSnapshot, confirmed: snap.Date}
 	}
 	return &current{}
@@ -337,10 +363,11 @@ func (r *Refresher) deliver(now time.Time, set clientip.PrefixSet) bool {
 // passes every guard: each document must fetch (or answer 304 Not Modified to
 // a conditional request) and parse; the union must pass [CheckSet]; compared
 // with the current set it must not shrink or grow by more than MaxShrink or
-// MaxGrowth (a set that does is kept as pending for
-// [Refresher.AcceptPending]); and OnUpdate must accept it. Otherwise the
-// current set stays and the error says why. It uses the refresher's Clock
-// for every timestamp; refreshes are serialised.
+// MaxGrowth, nor grow past its baseline by more than MaxTotalGrowth (a set
+// that does is kept as pending for [Refresher.AcceptPending]); and OnUpdate
+// must accept it. Otherwise the current set stays and the error says why.
+// It uses the refresher's Clock for every timestamp; refreshes are
+// serialised.
 func (r *Refresher) Refresh(ctx context.Context) error {
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
@@ -390,17 +417,24 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 			return r.lastError()
 		}
 	}
-	if ch := Diff(cur.set, next); ch.Shrink > r.maxShrink || ch.Growth > r.maxGrowth {
+	ch, drift := Diff(cur.set, next), Diff(r.baseline, next)
+	var refusal error
+	switch {
+	case ch.Growth > r.maxGrowth:
+		refusal = fmt.Errorf("%w: %s, MaxGrowth %s; AcceptPending installs it", ErrGrowth, ch, percent(r.maxGrowth))
+	case ch.Shrink > r.maxShrink:
+		refusal = fmt.Errorf("%w: %s, MaxShrink %s; AcceptPending installs it", ErrShrink, ch, percent(r.maxShrink))
+	case drift.Growth > r.maxTotal:
+		refusal = fmt.Errorf("%w: %s since the baseline of %d prefixes, MaxTotalGrowth %s; AcceptPending installs it and makes it the baseline",
+			ErrDrift, drift, r.baseline.Len(), percent(r.maxTotal))
+	}
+	if refusal != nil {
 		r.pending = &pendingSet{set: next, docs: docs, change: ch, confirmed: confirmed}
 		r.mu.Lock()
 		r.st.Pending, r.st.PendingChange = next.Len(), ch
 		r.mu.Unlock()
-		sentinel, limit := ErrShrink, fmt.Sprintf("MaxShrink %s", percent(r.maxShrink))
-		if ch.Growth > r.maxGrowth {
-			sentinel, limit = ErrGrowth, fmt.Sprintf("MaxGrowth %s", percent(r.maxGrowth))
-		}
 		// The set waits for a person, so the next look is a regular one.
-		return r.recordAfter(now, fmt.Errorf("%w: %s, %s; AcceptPending installs it", sentinel, ch, limit), &r.st.Rejections, r.interval)
+		return r.recordAfter(now, refusal, &r.st.Rejections, r.interval)
 	}
 	if !r.deliver(now, next) {
 		return r.lastError()
@@ -408,8 +442,9 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 	return r.confirm(now, confirmed, next, docs, &r.st.Updates)
 }
 
-// AcceptPending installs the set the shrink or growth guard last refused,
-// after OnUpdate accepts it. It returns [ErrNoPending] if there is none (a
+// AcceptPending installs the set the shrink, growth or total growth guard
+// last refused, after OnUpdate accepts it, and makes it the baseline that
+// MaxTotalGrowth measures from. It returns [ErrNoPending] if there is none (a
 // later refresh that succeeded, or another acceptance, clears it).
 func (r *Refresher) AcceptPending() error {
 	r.refreshMu.Lock()
@@ -422,6 +457,7 @@ func (r *Refresher) AcceptPending() error {
 	if !r.deliver(now, p.set) {
 		return r.lastError()
 	}
+	r.baseline = p.set
 	return r.confirm(now, p.confirmed, p.set, p.docs, &r.st.Updates)
 }
 
@@ -432,11 +468,16 @@ func (r *Refresher) confirm(now, confirmed time.Time, set clientip.PrefixSet, do
 	prev := r.cur.Load()
 	r.cur.Store(&current{set: set, prov: ProvenanceNetwork, confirmed: confirmed})
 	r.docs, r.have, r.delivered, r.pending = docs, true, true, nil
+	if r.baseline.Len() == 0 {
+		r.baseline = set
+	}
 	var cacheErr error
 	if r.cacheFile != "" {
-		cacheErr = writeCache(r.cacheFile, r.src, docs, confirmed)
+		cacheErr = writeCache(r.cacheFile, r.src, docs, r.baseline, confirmed)
 	}
+	drift := Diff(r.baseline, set)
 	r.mu.Lock()
+	r.st.Drift = drift
 	*counter++
 	r.st.LastSuccess = now
 	r.st.LastError = nil

@@ -3,6 +3,7 @@ package ranges
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -176,6 +177,7 @@ func TestRefresherKeepsTheCurrentSet(t *testing.T) {
 		{"one bad line spoils the list", nil, func(t *testing.T, h *harness) { h.v4.serve(snapCloudflareV4+"\n104.16.0.1/13", `"x"`, "") }, ErrInvalidPrefix, false},
 		{"0.0.0.0/0", nil, func(t *testing.T, h *harness) { h.v4.serve("0.0.0.0/0\n", `"x"`, "") }, ErrAllAddresses, true},
 		{"::/0 added to a real list", nil, func(t *testing.T, h *harness) { h.v6.serve(snapCloudflareV6+"\n::/0", `"x"`, "") }, ErrAllAddresses, true},
+		{"6to4's 2002::/16 (RFC 3056) added to a real list trusts every IPv4 host", nil, func(t *testing.T, h *harness) { h.v6.serve(snapCloudflareV6+"\n2002::/16", `"x"`, "") }, ErrAllAddresses, true},
 		{"0.0.0.0/0 split in halves", nil, func(t *testing.T, h *harness) { h.v4.serve("0.0.0.0/1\n128.0.0.0/1\n", `"x"`, "") }, ErrTooBroad, true},
 		{"private space", nil, func(t *testing.T, h *harness) { h.v4.serve(snapCloudflareV4+"\n10.0.0.0/8", `"x"`, "") }, ErrPrivate, true},
 		{"oversized body with Content-Length", func(c *RefresherConfig) { c.MaxBytes = big }, func(t *testing.T, h *harness) {
@@ -311,6 +313,62 @@ func TestRefresherGrowthGuard(t *testing.T) {
 	h.v4.serve(grown, `"cf-v4-grown"`, "")
 	must.NoError(t, h.r.Refresh(context.Background()), "with the guard off")
 	must.True(t, h.r.Current().Contains(netip.MustParseAddr("44.0.0.1")), "with the guard off")
+}
+
+// TestRefresherTotalGrowthGuard: slow poisoning. A feed that adds a little
+// less than MaxGrowth at every refresh passes that guard for ever, each step
+// measured from the last; after n hourly refreshes it is 1.25^n times its
+// size. Here each step adds a /14, 17% of Cloudflare's 1.5M IPv4
+// addresses; the sixth takes the set past twice the snapshot's space and is
+// held, across a restart too, until a person accepts it.
+func TestRefresherTotalGrowthGuard(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "cloudflare.json")
+	h := newHarness(t, func(c *RefresherConfig) { c.CacheFile = cache })
+	ctx := context.Background()
+	list := snapCloudflareV4
+	serveStep := func(i int) {
+		list += fmt.Sprintf("\n44.%d.0.0/14", 4*i)
+		h.v4.serve(list, fmt.Sprintf(`"cf-v4-step-%d"`, i), "")
+		h.clock.Advance(time.Hour)
+	}
+	for i := range 5 {
+		serveStep(i)
+		must.NoError(t, h.r.Refresh(ctx), "step %d, within MaxGrowth of the step before", i)
+	}
+	st := h.r.Status()
+	must.InDelta(t, 5*262144/1524736.0, st.Drift.Growth, 1e-9, "Status.Drift after five steps")
+	var line strings.Builder
+	slog.New(slog.NewTextHandler(&line, nil)).Info("ranges", "status", st)
+	assert.Contains(t, line.String(), `status.drift="shrink 0.0%, growth 86.0% (IPv4)"`, "log line")
+	serveStep(5)
+	err := h.r.Refresh(ctx)
+	must.ErrorIs(t, err, ErrDrift, "the sixth step, 14.7% of the current set")
+	st = h.r.Status()
+	assert.Equal(t, 22+5, st.Prefixes, "the current set changed")
+	assert.Equal(t, 22+6, st.Pending, "pending")
+	assert.False(t, h.r.Current().Contains(netip.MustParseAddr("44.20.0.1")), "the sixth step is trusted")
+
+	// A restart does not forget the baseline: the disk copy records it.
+	r2, err := NewRefresher(RefresherConfig{Source: h.r.Source(), CacheFile: cache, Client: h.srv.Client(), Clock: h.clock.Now})
+	must.NoError(t, err)
+	must.Equal(t, ProvenanceDisk, r2.Status().Provenance, "restart")
+	must.ErrorIs(t, r2.Refresh(ctx), ErrDrift, "after a restart")
+
+	// A person accepts it: it is the new baseline, and the feed may grow
+	// from there.
+	must.NoError(t, r2.AcceptPending())
+	assert.Zero(t, r2.Status().Drift.Growth, "drift after AcceptPending")
+	serveStep(6)
+	must.NoError(t, r2.Refresh(ctx), "a step from the accepted baseline")
+	assert.True(t, r2.Current().Contains(netip.MustParseAddr("44.24.0.1")), "the step from the accepted baseline")
+
+	// With the guard off, the sixth step goes in like the others.
+	h = newHarness(t, func(c *RefresherConfig) { c.MaxTotalGrowth = math.Inf(1) })
+	list = snapCloudflareV4
+	for i := range 6 {
+		serveStep(i)
+		must.NoError(t, h.r.Refresh(ctx), "step %d with the guard off", i)
+	}
 }
 
 // A pending set is dropped when the provider goes back to the current list.
@@ -671,6 +729,8 @@ func TestNewRefresherConfig(t *testing.T) {
 		{"negative MaxShrink", RefresherConfig{Source: src, MaxShrink: -0.1}},
 		{"NaN MaxGrowth", RefresherConfig{Source: src, MaxGrowth: math.NaN()}},
 		{"negative MaxGrowth", RefresherConfig{Source: src, MaxGrowth: -1}},
+		{"NaN MaxTotalGrowth", RefresherConfig{Source: src, MaxTotalGrowth: math.NaN()}},
+		{"negative MaxTotalGrowth", RefresherConfig{Source: src, MaxTotalGrowth: -1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -82,11 +82,18 @@ type Status struct {
 	// refresh.
 	NextRefresh time.Time
 
-	// Pending is the number of prefixes of a set the shrink or growth guard
-	// refused and that [Refresher.AcceptPending] would install; 0 if none.
-	// PendingChange says how it differs from the current set.
+	// Pending is the number of prefixes of a set the shrink, growth or
+	// total growth guard refused and that [Refresher.AcceptPending] would
+	// install; 0 if none. PendingChange says how it differs from the current
+	// set.
 	Pending       int
 	PendingChange Change
+
+	// Drift says how the current set differs from the baseline that
+	// RefresherConfig.MaxTotalGrowth measures from: its Growth approaches
+	// MaxTotalGrowth as a feed grows, which is worth an alert before the
+	// guard holds a set.
+	Drift Change
 
 	// CacheError is the last error reading or writing the disk copy, nil
 	// if none.
@@ -113,6 +120,9 @@ func (s Status) LogValue() slog.Value {
 	}
 	if s.LastError != nil {
 		attrs = append(attrs, slog.String("last_error", s.LastError.Error()))
+	}
+	if s.Drift != (Change{}) {
+		attrs = append(attrs, slog.String("drift", s.Drift.String()))
 	}
 	if s.Pending > 0 {
 		attrs = append(attrs, slog.Int("pending", s.Pending), slog.String("pending_change", s.PendingChange.String()))

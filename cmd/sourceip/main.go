@@ -21,7 +21,13 @@
 //	sourceip -fetch http://127.0.0.1:9090/debug/clientip -advice
 //
 // -advice fetches the endpoint's configuration advice instead, and -json
-// prints the fetched document as it came.
+// prints the fetched document as it came, except that characters a terminal
+// would act on (control characters, DEL, bytes that are not UTF-8,
+// bidirectional and other format characters) are written as JSON escapes,
+// which decode to the same document (a byte that is not UTF-8 as U+FFFD,
+// as encoding/json reads it), and carriage returns between tokens are
+// dropped. The text form escapes them too, as Go does (\x1b): the
+// endpoint, which may be hostile, chose every byte it prints.
 //
 // Run with no arguments, it walks through a few built-in cases (a direct
 // client, a forged X-Forwarded-For behind a proxy, a PROXY protocol load
@@ -42,6 +48,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -157,7 +164,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUnresolved):
 		return exitUnresolved
 	}
-	fmt.Fprintln(stderr, "sourceip:", err)
+	// A -fetch error may carry what the endpoint sent: its status line's
+	// reason phrase, which net/http does not check.
+	fmt.Fprintf(stderr, "sourceip: %s\n", escapeText([]byte(err.Error())))
 	if _, ok := errors.AsType[fetchError](err); ok {
 		return exitFetch
 	}
@@ -182,7 +191,7 @@ func parseAndRun(fs *flag.FlagSet, args []string, out io.Writer) error {
 	fs.Var(headers, "H", "request header `\"Name: value\"`; repeatable")
 	fetch := fs.String("fetch", "", "fetch the explanation a live explain endpoint gives at `url` and print it")
 	advice := fs.Bool("advice", false, "with -fetch: fetch the endpoint's configuration advice (?view=advice)")
-	raw := fs.Bool("json", false, "with -fetch: print the fetched JSON document as it came")
+	raw := fs.Bool("json", false, "with -fetch: print the fetched JSON document as it came, terminal control characters escaped")
 	timeout := fs.Duration("timeout", 10*time.Second, "with -fetch: how long to wait for the endpoint")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -399,13 +408,20 @@ func fetchAndPrint(out io.Writer, rawURL string, advice, raw bool, timeout time.
 	return fetchError{fmt.Errorf("%s answered a document of schema %q, not %q or %q", u.Redacted(), head.Schema, explain.Schema, explain.AdviceSchema)}
 }
 
-// printDoc writes a fetched document: as it came with raw, else as text.
+// printDoc writes a fetched document: as it came with raw, else as text;
+// either way with the characters a terminal would act on escaped
+// (escapeJSON, escapeText), since the endpoint chose every byte of it.
 func printDoc(out io.Writer, raw bool, body []byte, doc interface{ WriteText(io.Writer) error }) error {
 	if raw {
-		_, err := out.Write(body)
+		_, err := out.Write(escapeJSON(body))
 		return err
 	}
-	return doc.WriteText(out)
+	var b bytes.Buffer
+	if err := doc.WriteText(&b); err != nil {
+		return err
+	}
+	_, err := out.Write(escapeText(b.Bytes()))
+	return err
 }
 
 func demo(out io.Writer) error {

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -194,4 +197,69 @@ func TestFetch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFetchHostileEndpoint: the endpoint -fetch reads may be hostile or
+// compromised, and chose every byte of its answer. Terminal control
+// characters in it (an OSC title and a CSI clear screen, C1 controls in
+// UTF-8 and as bare bytes, DEL, a carriage return that rewrites the line,
+// a bidirectional override) must reach the terminal as escapes, with -json
+// and without.
+func TestFetchHostileEndpoint(t *testing.T) {
+	doc := "{\"schema\":\"sourceip.explain/v1\",\r\"kind\":\"chain\"," +
+		`"summary":"\u001b]0;owned\u0007\u001b[2J203.0.113.7",` +
+		"\"notes\":[\"C1 CSI \u009b2J\",\"bare byte \x9b2J\",\"DEL \x7f\",\"bidi \u202eevil\",\"tag \U000E0001\",\"ok\\r\\nforged\"]}"
+	var want any
+	require.NoError(t, json.Unmarshal([]byte(doc), &want))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, doc)
+	}))
+	defer srv.Close()
+	hostile := []string{"\x1b", "\x07", "\x9b", "\x7f", "\r", "\u202e", "\U000E0001"}
+
+	t.Run("-json", func(t *testing.T) {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, run([]string{"-fetch", srv.URL, "-json"}, &out, &errb), "stderr: %s", &errb)
+		for _, s := range hostile {
+			assert.NotContains(t, out.String(), s)
+		}
+		assert.Contains(t, out.String(), `C1 CSI \u009b2J`)
+		assert.Contains(t, out.String(), `bare byte \ufffd2J`)
+		assert.Contains(t, out.String(), `bidi \u202eevil`)
+		assert.Contains(t, out.String(), `tag \udb40\udc01`)
+		var got any
+		require.NoError(t, json.Unmarshal(out.Bytes(), &got), "the escaped document is JSON")
+		assert.Equal(t, want, got, "the escaped document decodes to the fetched one")
+	})
+	t.Run("the status line's reason phrase", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			c.Read(make([]byte, 4096))
+			io.WriteString(c, "HTTP/1.1 500 \x1b]0;owned\x07\x9b2J\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+		}()
+		var out, errb bytes.Buffer
+		require.Equal(t, 3, run([]string{"-fetch", "http://" + ln.Addr().String()}, &out, &errb), "stderr: %s", &errb)
+		for _, s := range hostile {
+			assert.NotContains(t, errb.String(), s)
+		}
+		assert.Contains(t, errb.String(), `answered 500 \x1b]0;owned\a\x9b2J`)
+	})
+	t.Run("text", func(t *testing.T) {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, run([]string{"-fetch", srv.URL}, &out, &errb), "stderr: %s", &errb)
+		for _, s := range hostile {
+			assert.NotContains(t, out.String(), s)
+		}
+		assert.Contains(t, out.String(), `answer:  \x1b]0;owned\a\x1b[2J203.0.113.7`)
+		assert.Contains(t, out.String(), "bare byte \ufffd2J", "decoded as U+FFFD, which is inert")
+		assert.Contains(t, out.String(), `ok\r`+"\nforged")
+	})
 }
