@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/netip"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -81,4 +82,32 @@ func TestTextDecodedDocumentIsEscaped(t *testing.T) {
 	text.Reset()
 	require.NoError(t, advBack.WriteText(&text))
 	checkText(t, "a decoded advice", text.Bytes())
+}
+
+// A header value that is not UTF-8, or whose cut at 256 bytes falls inside
+// a character, is held as the JSON document carries it (each stray byte
+// U+FFFD), so that the report a client such as cmd/sourceip decodes is the
+// report served, and renders the same text.
+func TestDecodedReportRendersTheSame(t *testing.T) {
+	h, err := New(Config{Trust: clientip.MustNew(xffConfig)})
+	require.NoError(t, err)
+	long := strings.Repeat("a", maxText-1) + "é" + strings.Repeat("b", 10) // é straddles the cut
+	req := request("10.0.0.1:40000", "198.51.100.7\xff\xfe, 10.0.0.2", long)
+	req.Header.Set("X-Real-IP", long)
+	rep := h.Report(req)
+	js, err := json.Marshal(&rep)
+	require.NoError(t, err)
+	var back Report
+	require.NoError(t, json.Unmarshal(js, &back))
+	assert.Equal(t, rep, back, "the decoded report is the one served")
+	var text, again bytes.Buffer
+	require.NoError(t, rep.WriteText(&text))
+	require.NoError(t, back.WriteText(&again))
+	assert.Equal(t, text.String(), again.String())
+
+	assert.Equal(t, strings.Repeat("a", maxText-1)+"…", clip(long), "the cut falls before the character it would split")
+	assert.Equal(t, "198.51.100.7\uFFFD\uFFFD", clip("198.51.100.7\xff\xfe"), "one U+FFFD for each stray byte")
+	stray := clip(strings.Repeat("\x80", 300))
+	assert.True(t, utf8.ValidString(stray))
+	assert.Equal(t, strings.Repeat("\uFFFD", maxText-utf8.UTFMax)+"…", stray, "a cut within a few bytes of the bound when no character starts near it")
 }
