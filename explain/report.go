@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/proxyproto"
@@ -279,12 +280,32 @@ func hint(r clientip.Reason) string {
 	return ""
 }
 
-// clip cuts s to maxText bytes, marking the cut.
+// clip cuts s to at most maxText bytes, at a character boundary, marking
+// the cut, and replaces each byte that is not UTF-8 with U+FFFD, as
+// encoding/json would: a Report holds only text that its JSON document
+// carries unchanged, so that a decoded Report renders the same text.
 func clip(s string) string {
-	if len(s) <= maxText {
-		return s
+	cut := len(s) > maxText
+	if cut {
+		n := maxText
+		for n > maxText-utf8.UTFMax && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
 	}
-	return s[:maxText] + "…"
+	if !utf8.ValidString(s) {
+		var b strings.Builder
+		for i := 0; i < len(s); {
+			c, size := utf8.DecodeRuneInString(s[i:])
+			b.WriteRune(c) // U+FFFD for a byte that is not UTF-8
+			i += size
+		}
+		s = b.String()
+	}
+	if cut {
+		s += "…"
+	}
+	return s
 }
 
 func prefixes(set clientip.PrefixSet) ([]netip.Prefix, int) {
