@@ -490,3 +490,55 @@ func TestAdvisorObserveConn(t *testing.T) {
 	assert.Equal(t, netip.MustParseAddr("127.0.0.1"), adv.Peers[0].Address)
 	assert.Equal(t, "direct", adv.Peers[0].Role)
 }
+
+// A client that reaches the service directly and writes a different
+// X-Forwarded-For on every request has as many "clients behind it" as a
+// proxy. Trusting it would let it choose its address, so a public peer
+// outside every platform's published ranges is never proposed for trust
+// on the strength of the headers it sends: the advice names it instead.
+func TestAdviseForgerWithRandomXFF(t *testing.T) {
+	forger := netip.MustParseAddr("203.0.113.66")
+	vs := traffic(1000, func(i int, rng *rand.Rand) visit {
+		if i%4 == 0 {
+			fake := netip.AddrFrom4([4]byte{192, 0, 2, byte(rng.IntN(250))})
+			return visit{t: clientip.Transport{Peer: ap(forger, 1)}, h: http.Header{"X-Forwarded-For": {fake.String()}}, client: forger, forged: true}
+		}
+		c := clientAddr(2*rng.IntN(300) + 1) // 198.51.100.0/24, never the forger
+		return visit{t: clientip.Transport{Peer: ap(c, 50000)}, h: http.Header{}, client: c}
+	})
+	adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(clientip.Config{})}, vs)
+	assert.False(t, adv.Config.TrustedProxies.Contains(forger), "the proposal trusts a client that forges X-Forwarded-For:\n%s", adv.Go)
+	checkProposal(t, adv, vs)
+	found := false
+	for _, f := range adv.Findings {
+		if f.Peer == forger && f.Severity >= SeverityWarning {
+			found = true
+		}
+	}
+	assert.True(t, found, "a warning names the peer: %+v", adv.Findings)
+}
+
+// Behind nginx, which appends its peer, one client writes a different
+// X-Forwarded-For on every request: the rightmost entry (the client, as
+// nginx saw it) is fixed and the second one varies, which is the shape of
+// a fixed proxy layer. A public address in that layer, behind a proxy that
+// is not a platform's edge, is the client itself: it is not proposed.
+func TestAdviseForgedLayerBehindProxy(t *testing.T) {
+	attacker := netip.MustParseAddr("203.0.113.66")
+	vs := traffic(500, func(i int, rng *rand.Rand) visit {
+		fake := netip.AddrFrom4([4]byte{192, 0, 2, byte(rng.IntN(250))})
+		return visit{t: clientip.Transport{Peer: ap(nginx1, 40000)},
+			h: http.Header{"X-Forwarded-For": {fake.String() + ", " + attacker.String()}}, client: attacker, forged: true}
+	})
+	adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(clientip.Config{})}, vs)
+	assert.True(t, adv.Config.TrustedProxies.Contains(nginx1))
+	assert.False(t, adv.Config.TrustedProxies.Contains(attacker), "the proposal trusts the client behind nginx:\n%s", adv.Go)
+	checkProposal(t, adv, vs)
+	found := false
+	for _, f := range adv.Findings {
+		if f.Peer == nginx1 && f.Severity >= SeverityWarning && strings.Contains(f.Text, attacker.String()) {
+			found = true
+		}
+	}
+	assert.True(t, found, "a warning names the layer it did not trust: %+v", adv.Findings)
+}
