@@ -46,7 +46,7 @@ func (a *Advisor) judge(adv *Advice, stats []peerStats, rv *clientip.Resolver, d
 			}
 			add(FindingProxy, SeverityInfo, p.addr, "%s looks like a proxy: %s in %s of its %d requests, about %d distinct clients behind it", p.addr, what, pct(p.n-p.none, p.n), p.n, p.clients())
 			if d := p.usualDepth(); d > 1 {
-				add(FindingDepth, SeverityInfo, p.addr, "%s usually sends %d entries: another proxy layer is in front of it (the proposal trusts it when its addresses are few and known, or when they are a platform's published ranges)", p.addr, d)
+				add(FindingDepth, SeverityInfo, p.addr, "%s usually sends %d entries: another proxy layer is in front of it (the proposal trusts it when its addresses are few and internal, or when they are a platform's published ranges)", p.addr, d)
 			}
 			if share(p.headers[headerIndex("Cloudfront-Viewer-Address")], p.n) > 0 {
 				add(FindingHeaderFormat, SeverityInfo, p.addr, "%s sends CloudFront-Viewer-Address, which writes an IPv6 viewer with its port and no brackets (2001:db8::1:443 is itself an address): read X-Forwarded-For instead", p.addr)
@@ -54,6 +54,10 @@ func (a *Advisor) judge(adv *Advice, stats []peerStats, rv *clientip.Resolver, d
 		case "direct":
 			direct += p.n
 		case "unclear":
+			if p.clients() >= a.cfg.MinClients && a.forgeable(p) {
+				add(FindingUnclear, SeverityWarning, p.addr, "%s sends forwarding headers in %s of its %d requests, with about %d distinct addresses in them, but it is a public address outside every platform's published ranges: a client that writes a different header on every request looks the same; the proposal does not trust it: add it to TrustedProxies yourself only if it is your proxy", p.addr, pct(p.n-p.none, p.n), p.n, p.clients())
+				break
+			}
 			add(FindingUnclear, SeverityWarning, p.addr, "%s sends forwarding headers in %s of its %d requests, but only about %d distinct clients are behind it: a client that forges them, or a proxy seen too little; the proposal does not trust it", p.addr, pct(p.n-p.none, p.n), p.n, p.clients())
 		case "node":
 			add(FindingNodeSNAT, SeverityWarning, p.addr, "node %s delivers %d requests without a PROXY or forwarding header: kube-proxy masquerades them (externalTrafficPolicy: Cluster) and the clients are lost; the proposal flags the nodes in Masquerade, and externalTrafficPolicy: Local or a PROXY header keeps the clients", p.addr, p.n)
