@@ -542,3 +542,41 @@ func TestAdviseForgedLayerBehindProxy(t *testing.T) {
 	}
 	assert.True(t, found, "a warning names the layer it did not trust: %+v", adv.Findings)
 }
+
+// TrustedProxies that hold public space are flagged however the prefix is
+// written: one that starts in private space and runs past it (10.0.0.0/7
+// is 10/8 and the public 11/8), one that starts in a platform's ranges and
+// runs past them, and the NAT64 prefix (RFC 6052 64:ff9b::/96, RFC 8215
+// 64:ff9b:1::/48), through which every IPv4 address is an IPv6 peer.
+func TestAdviseTooWideHowEverWritten(t *testing.T) {
+	cf, _ := ranges.SnapshotNamed("cloudflare")
+	var cfWide netip.Prefix // a Cloudflare prefix, widened past its ranges
+	for _, p := range cf.Set.Prefixes() {
+		if p.Addr().Is4() && p.Bits() >= 13 {
+			cfWide = netip.PrefixFrom(p.Addr(), 8).Masked()
+			break
+		}
+	}
+	require.True(t, cfWide.IsValid())
+	for _, wide := range []string{"10.0.0.0/7", cfWide.String(), "64:ff9b::/96", "64:ff9b::/100", "64:ff9b:1::/48"} {
+		t.Run(wide, func(t *testing.T) {
+			cfg := clientip.Config{TrustedProxies: proxies10.Union(clientip.MustParsePrefixSet(wide)), Header: "X-Forwarded-For"}
+			adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(cfg)}, nginxTraffic())
+			found := false
+			for _, f := range adv.Findings {
+				if f.Kind == FindingTooWide && f.Severity == SeverityDanger && strings.Contains(f.Text, wide) {
+					found = true
+				}
+			}
+			assert.True(t, found, "no danger names %s: %+v", wide, adv.Findings)
+		})
+	}
+	// Internal space and a platform's own ranges are not public space.
+	for _, narrow := range []string{"10.0.0.0/8", "100.64.0.0/10", "fc00::/7", "64:ff9b::c000:200/120"} {
+		cfg := clientip.Config{TrustedProxies: proxies10.Union(clientip.MustParsePrefixSet(narrow)).Union(cf.Set), Header: "X-Forwarded-For"}
+		adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(cfg)}, nginxTraffic())
+		for _, f := range adv.Findings {
+			assert.False(t, f.Kind == FindingTooWide && strings.Contains(f.Text, "TrustedProxies holds"), "%s: %s", narrow, f.Text)
+		}
+	}
+}
