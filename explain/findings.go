@@ -121,9 +121,12 @@ func (a *Advisor) judge(adv *Advice, stats []peerStats, rv *clientip.Resolver, d
 
 	// A trusted set so wide that it contains clients.
 	for _, p := range cur.TrustedProxies.Prefixes() {
-		wide := p.Addr().Is4() && p.Bits() < wideV4 || p.Addr().Is6() && p.Bits() < wideV6
-		if wide && !a.internal.Contains(p.Addr()) && a.presetOf(p.Addr()) < 0 {
-			add(FindingTooWide, SeverityDanger, netip.Addr{}, "TrustedProxies holds %s, public address space wider than any proxy fleet: clients inside it are believed about any address", p)
+		if a.wide(p) {
+			what := "public address space"
+			if nat64[0].Overlaps(p) || nat64[1].Overlaps(p) {
+				what = "NAT64 space that carries public IPv4 addresses"
+			}
+			add(FindingTooWide, SeverityDanger, netip.Addr{}, "TrustedProxies holds %s, %s wider than any proxy fleet: clients inside it are believed about any address", p, what)
 		}
 	}
 	if n := deepTrust; n > 0 {
@@ -136,4 +139,36 @@ func (a *Advisor) judge(adv *Advice, stats []peerStats, rv *clientip.Resolver, d
 	if cur.TrustedHops > 0 && cur.TrustedProxies.Len() == 0 && direct > 0 {
 		add(FindingTrustedWithoutHeaders, SeverityDanger, netip.Addr{}, "hop-count mode without TrustedProxies trusts every socket peer, and %d requests arrive directly: their clients choose the address the walk returns", direct)
 	}
+}
+
+// nat64 are the NAT64 prefixes (RFC 6052's well-known prefix, RFC 8215's
+// local-use one), whose addresses carry an IPv4 address in their last 32
+// bits: trusting 64:ff9b::/96 trusts every IPv4 address that reaches the
+// service through a NAT64 translator.
+var nat64 = [...]netip.Prefix{
+	netip.PrefixFrom(netip.AddrFrom16([16]byte{0, 0x64, 0xff, 0x9b}), 96),
+	netip.PrefixFrom(netip.AddrFrom16([16]byte{0, 0x64, 0xff, 0x9b, 0, 1}), 48),
+}
+
+// wide reports whether the trusted prefix p holds public address space
+// wider than any proxy fleet: shorter than /16 for IPv4, or than /32 for
+// IPv6, or than /16 of the IPv4 addresses a NAT64 prefix carries, and not
+// covered whole by internal space or by one platform's published ranges.
+func (a *Advisor) wide(p netip.Prefix) bool {
+	bits := p.Bits()
+	wide := p.Addr().Is4() && bits < wideV4 || p.Addr().Is6() && bits < wideV6
+	for _, n := range nat64 {
+		if n.Bits() <= bits && n.Contains(p.Addr()) {
+			wide = wide || bits-96 < wideV4
+		}
+	}
+	if !wide || a.internal.Covers(p) {
+		return false
+	}
+	for _, ps := range a.presets {
+		if ps.set.Covers(p) {
+			return false
+		}
+	}
+	return true
 }
