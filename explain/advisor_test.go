@@ -580,3 +580,46 @@ func TestAdviseTooWideHowEverWritten(t *testing.T) {
 		}
 	}
 }
+
+// Under externalTrafficPolicy: Cluster the socket peer is a node, and a
+// header that arrives through it was written by whoever reached the node
+// port: the load balancer, or a client that bypassed it. When nodes carry
+// headers in nearly every request (a load balancer that writes
+// X-Forwarded-For, or clients that write their own in a flood), the
+// Advisor proposes them as proxies, as trafficpolicy's recipe does for an
+// X-Forwarded-For load balancer; it must say what that trust rests on,
+// and call it a danger when some requests through the nodes carry no
+// header at all: clients reach the node ports without the load balancer.
+func TestAdviseNodeWithHeaders(t *testing.T) {
+	nodes := clientip.MustParsePrefixSet("10.1.0.0/24")
+	vs := traffic(1000, func(i int, rng *rand.Rand) visit {
+		node := netip.AddrFrom4([4]byte{10, 1, 0, byte(7 + i%3)})
+		if i%25 == 0 { // a client that reaches a node port directly: masqueraded
+			return visit{t: clientip.Transport{Peer: ap(node, 61000)}, h: http.Header{}}
+		}
+		fake := netip.AddrFrom4([4]byte{192, 0, 2, byte(rng.IntN(250))})
+		return visit{t: clientip.Transport{Peer: ap(node, 61000)}, h: http.Header{"X-Forwarded-For": {fake.String()}}, forged: true}
+	})
+	adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(clientip.Config{}), Nodes: nodes}, vs)
+	if !adv.Config.TrustedProxies.Contains(netip.MustParseAddr("10.1.0.7")) {
+		return // not proposed: nothing to warn of
+	}
+	found := false
+	for _, f := range adv.Findings {
+		if f.Kind == FindingNodeSNAT && f.Severity == SeverityDanger && f.Peer == netip.MustParseAddr("10.1.0.7") {
+			found = true
+		}
+	}
+	assert.True(t, found, "no danger says that trusting node 10.1.0.7 believes whoever reaches its node port:\n%s\n%+v", adv.Go, adv.Findings)
+
+	// Every request through the nodes carries the header: still a warning.
+	var headed []visit
+	for _, v := range vs {
+		if len(v.h) > 0 {
+			headed = append(headed, v)
+		}
+	}
+	adv = watch(t, AdvisorConfig{Trust: clientip.MustNew(clientip.Config{}), Nodes: nodes}, headed)
+	require.True(t, adv.Config.TrustedProxies.Contains(netip.MustParseAddr("10.1.0.7")), adv.Go)
+	assert.Equal(t, SeverityWarning, kinds(adv)[FindingNodeSNAT], "%+v", adv.Findings)
+}
