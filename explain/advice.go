@@ -160,7 +160,9 @@ const (
 	// FindingPreset: the proxies are a platform's published edge.
 	FindingPreset
 	// FindingNodeSNAT: node addresses deliver traffic without headers:
-	// masquerading under externalTrafficPolicy: Cluster.
+	// masquerading under externalTrafficPolicy: Cluster; or they deliver
+	// headers and the proposal trusts them, which holds only while their
+	// node ports are closed to clients.
 	FindingNodeSNAT
 	// FindingTrustedWithoutHeaders: a trusted peer sends requests without
 	// forwarding headers; if it is a client, it can forge one.

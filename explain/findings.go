@@ -45,6 +45,17 @@ func (a *Advisor) judge(adv *Advice, stats []peerStats, rv *clientip.Resolver, d
 				what = "forwarding headers"
 			}
 			add(FindingProxy, SeverityInfo, p.addr, "%s looks like a proxy: %s in %s of its %d requests, about %d distinct clients behind it", p.addr, what, pct(p.n-p.none, p.n), p.n, p.clients())
+			if a.cfg.Nodes.Contains(p.addr) {
+				// trafficpolicy's recipe for a load balancer in front of
+				// externalTrafficPolicy: Cluster trusts the nodes too, with
+				// the same caveat (CaveatNodePortsOpen).
+				const caveat = "%s is a node (Nodes), and the proposal trusts what it delivers: under externalTrafficPolicy: Cluster, whoever reaches a node port without the load balancer writes a forwarding or PROXY header of its own and is believed, so trust the nodes only while their node ports are closed to clients, or use externalTrafficPolicy: Local"
+				if p.none > 0 {
+					add(FindingNodeSNAT, SeverityDanger, p.addr, caveat+"; %d of its %d requests (%s) carried no header at all: clients reach it without the load balancer, unless those are the load balancer's health checks", p.addr, p.none, p.n, pct(p.none, p.n))
+				} else {
+					add(FindingNodeSNAT, SeverityWarning, p.addr, caveat, p.addr)
+				}
+			}
 			if d := p.usualDepth(); d > 1 {
 				add(FindingDepth, SeverityInfo, p.addr, "%s usually sends %d entries: another proxy layer is in front of it (the proposal trusts it when its addresses are few and internal, or when they are a platform's published ranges)", p.addr, d)
 			}
