@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -622,4 +623,19 @@ func TestAdviseNodeWithHeaders(t *testing.T) {
 	adv = watch(t, AdvisorConfig{Trust: clientip.MustNew(clientip.Config{}), Nodes: nodes}, headed)
 	require.True(t, adv.Config.TrustedProxies.Contains(netip.MustParseAddr("10.1.0.7")), adv.Go)
 	assert.Equal(t, SeverityWarning, kinds(adv)[FindingNodeSNAT], "%+v", adv.Findings)
+}
+
+// The advice document writes its lists as arrays, empty ones too, as it
+// writes outcomes: a client of the schema never meets null for a list.
+func TestAdviceEmptyListsAreArrays(t *testing.T) {
+	a, err := NewAdvisor(AdvisorConfig{Trust: clientip.MustNew(clientip.Config{})})
+	require.NoError(t, err)
+	adv := a.Advice()
+	js, err := json.Marshal(&adv)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(js, &doc))
+	for _, key := range []string{"outcomes", "peers", "findings"} {
+		assert.IsType(t, []any{}, doc[key], "%s in %s", key, js)
+	}
 }
