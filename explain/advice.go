@@ -217,6 +217,7 @@ func (a *Advisor) Advice() Advice {
 	adv := Advice{
 		Schema: AdviceSchema, Since: a.since, Until: a.until, Seen: a.seen, Sampled: a.sampled,
 		SampleEvery: a.cfg.SampleEvery, UnixPeers: a.unix, EvictedPeers: a.evicted, Outcomes: outcomes(a.reasons[:]),
+		Peers: []PeerInfo{}, Findings: []Finding{},
 	}
 	deepTrust := a.deepTrust
 	stats := make([]peerStats, 0, len(a.peers))
