@@ -223,3 +223,88 @@ func TestReportMatchesResolve(t *testing.T) {
 		}
 	}
 }
+
+// fuzzPeers are the socket peers FuzzAdvisor's traffic comes from:
+// internal proxies, public addresses, nodes, IPv4-mapped, NAT64 and Unix.
+var fuzzPeers = []netip.AddrPort{
+	netip.MustParseAddrPort("10.0.0.1:1"), netip.MustParseAddrPort("10.0.0.2:1"),
+	netip.MustParseAddrPort("203.0.113.66:1"), netip.MustParseAddrPort("[2001:db8::66]:1"),
+	netip.MustParseAddrPort("192.0.2.7:1"), netip.MustParseAddrPort("[::ffff:10.0.0.1]:1"),
+	netip.MustParseAddrPort("[64:ff9b::cb00:7142]:1"), {},
+}
+
+// FuzzAdvisor feeds an Advisor a sequence of observations driven by ops
+// (one byte each: peer, header kind, a PROXY source, which value) and
+// checks its advice: a valid configuration, a JSON document that decodes
+// to the same advice, safe text, and no trust for a peer that never sent a
+// forwarding or PROXY header (unless a proxy names it as the layer behind
+// it), nor for a public peer outside every
+// platform's ranges that names its clients in forwarding headers only.
+func FuzzAdvisor(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7}, "198.51.100.7", "203.0.113.9, 10.0.0.3")
+	f.Add([]byte{0x12, 0x12, 0x12, 0x52, 0x92}, "for=198.51.100.7", "\x1b[2J")
+	f.Fuzz(func(t *testing.T, ops []byte, v1, v2 string) {
+		if len(ops) > 512 {
+			ops = ops[:512]
+		}
+		a, err := NewAdvisor(AdvisorConfig{Trust: clientip.MustNew(clientip.Config{}), MinClients: 1,
+			Nodes: clientip.MustParsePrefixSet("192.0.2.0/24")})
+		require.NoError(t, err)
+		headerless := map[netip.Addr]bool{} // peers that never sent a header
+		for i, op := range ops {
+			peer := fuzzPeers[int(op)%len(fuzzPeers)]
+			h := http.Header{}
+			v := v1
+			if op&0x80 != 0 {
+				v = v2
+			}
+			switch op >> 3 & 3 {
+			case 1:
+				h.Set("X-Forwarded-For", v)
+			case 2:
+				h.Set("Forwarded", v)
+			case 3:
+				h.Set("X-Real-Ip", v)
+			}
+			tr := clientip.Transport{Peer: peer}
+			if op&0x20 != 0 {
+				tr.Proxy = netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), 1)
+			}
+			key := peer.Addr().Unmap()
+			if _, seen := headerless[key]; !seen {
+				headerless[key] = true
+			}
+			if len(h) > 0 || tr.Proxy.IsValid() {
+				headerless[key] = false
+			}
+			a.ObserveAt(t0.Add(time.Duration(i)*time.Millisecond), tr, h)
+		}
+		adv := a.Advice()
+		_, err = clientip.New(adv.Config)
+		require.NoError(t, err, "the proposal is a valid configuration")
+		for _, p := range adv.Peers {
+			for _, u := range p.Upstreams {
+				delete(headerless, u) // a fixed layer behind a proxy may also connect directly
+			}
+		}
+		for addr, none := range headerless {
+			if none && addr.IsValid() {
+				require.False(t, adv.Config.TrustedProxies.Contains(addr), "a peer that never sent a header is trusted:\n%s", adv.Go)
+			}
+		}
+		for _, p := range adv.Peers {
+			if adv.Config.TrustedProxies.Contains(p.Address) && a.forgeable(&peerStats{addr: p.Address, n: p.Requests, proxy: p.ProxyProtocol}) {
+				t.Fatalf("a public peer that names its clients in forwarding headers only is trusted: %+v\n%s", p, adv.Go)
+			}
+		}
+		js, err := json.Marshal(&adv)
+		require.NoError(t, err)
+		var back Advice
+		require.NoError(t, json.Unmarshal(js, &back))
+		back.Config = adv.Config
+		require.Equal(t, adv, back, "the decoded advice is the one served")
+		var text bytes.Buffer
+		require.NoError(t, adv.WriteText(&text))
+		checkText(t, "the advice", text.Bytes())
+	})
+}
