@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -306,5 +308,33 @@ func FuzzAdvisor(f *testing.F) {
 		var text bytes.Buffer
 		require.NoError(t, adv.WriteText(&text))
 		checkText(t, "the advice", text.Bytes())
+	})
+}
+
+// FuzzDecodedText renders whatever document decodes, as cmd/sourceip
+// -fetch does with an endpoint's answer: no panic, and nothing a terminal
+// acts on in the text.
+func FuzzDecodedText(f *testing.F) {
+	golden, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	require.NoError(f, err)
+	for _, name := range golden {
+		js, err := os.ReadFile(name)
+		require.NoError(f, err)
+		f.Add(js)
+	}
+	f.Add([]byte(`{"schema":"sourceip.advice/v1","peers":[{"address":"fe80::1%\u001b[2J","role":"\u009b31m","depths":[1,2,3]}],"go":"\u202e"}`))
+	f.Fuzz(func(t *testing.T, js []byte) {
+		var rep Report
+		if json.Unmarshal(js, &rep) == nil {
+			var text bytes.Buffer
+			require.NoError(t, rep.WriteText(&text))
+			checkText(t, "a decoded report", text.Bytes())
+		}
+		var adv Advice
+		if json.Unmarshal(js, &adv) == nil {
+			var text bytes.Buffer
+			require.NoError(t, adv.WriteText(&text))
+			checkText(t, "a decoded advice", text.Bytes())
+		}
 	})
 }
