@@ -61,6 +61,15 @@ type AdvisorConfig struct {
 // [clientip.Config] with the findings behind it (see [Advisor.Advice]). It
 // never applies anything.
 //
+// The proposal is inferred from the traffic, and the traffic is partly the
+// clients': whoever sends most of the sampled requests during the watch
+// shapes it. A client that writes a different forwarding header on every
+// request looks, to counts alone, like a proxy with many clients behind it;
+// a public address outside every platform's published ranges is therefore
+// never proposed on the strength of the forwarding headers it sends, and
+// the findings say which addresses were left out and why. Review the
+// proposal against what you know of your proxies before applying it.
+//
 // Memory is bounded and fixed by the configuration. For each of at most
 // MaxPeers socket peers it keeps the peer's address, counts (requests, each
 // forwarding header's presence, PROXY headers, header depths, outcomes
