@@ -111,3 +111,26 @@ func TestDecodedReportRendersTheSame(t *testing.T) {
 	assert.True(t, utf8.ValidString(stray))
 	assert.Equal(t, strings.Repeat("\uFFFD", maxText-utf8.UTFMax)+"…", stray, "a cut within a few bytes of the bound when no character starts near it")
 }
+
+// The socket peer's zone is whatever a rewritten RemoteAddr held: bytes
+// that are not UTF-8, or a megabyte of them. The report holds it cut and
+// made UTF-8 as other text, so that its JSON document carries it unchanged
+// and it stays small (found by FuzzReport).
+func TestReportPeerZoneIsText(t *testing.T) {
+	h, err := New(Config{Trust: clientip.MustNew(xffConfig)})
+	require.NoError(t, err)
+	for _, remote := range []string{"[::%\xd10]:0", "[fe80::1%" + strings.Repeat("\xff", 1<<20) + "]:80"} {
+		rep := h.Report(request(remote, "198.51.100.7"))
+		js, err := json.Marshal(&rep)
+		require.NoError(t, err)
+		assert.Less(t, len(js), 64<<10, "JSON size")
+		var back Report
+		require.NoError(t, json.Unmarshal(js, &back))
+		assert.Equal(t, rep, back, "the decoded report is the one served")
+		var text, again bytes.Buffer
+		require.NoError(t, rep.WriteText(&text))
+		require.NoError(t, back.WriteText(&again))
+		assert.Equal(t, text.String(), again.String())
+		assert.Less(t, text.Len(), 64<<10, "text size")
+	}
+}
