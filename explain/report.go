@@ -67,7 +67,9 @@ type Report struct {
 	// Headers lists every forwarding header the request carries, read or
 	// not.
 	Headers []HeaderInfo `json:"headers,omitempty"`
-	// Result is the answer, as [clientip.Result] holds it.
+	// Result is the answer, as [clientip.Result] holds it, except that the
+	// socket peer's IPv6 zone, when it is not short UTF-8 text (a RemoteAddr
+	// that other middleware rewrote), is cut as a header entry is.
 	Result ResultInfo `json:"result"`
 	// Error is the failure, nil when a client was resolved.
 	Error *ErrorInfo `json:"error,omitempty"`
@@ -306,6 +308,23 @@ func clip(s string) string {
 		s += "…"
 	}
 	return s
+}
+
+// cleanPeer returns x with its socket peer's zone clipped (see clip): the
+// zone is whatever a RemoteAddr held, and other middleware may have
+// rewritten that from a client's header; netip keeps any zone.
+func cleanPeer(x clientip.Explanation) clientip.Explanation {
+	x.Result = cleanResultPeer(x.Result)
+	return x
+}
+
+// cleanResultPeer is cleanPeer for a Result.
+func cleanResultPeer(res clientip.Result) clientip.Result {
+	a := res.Peer.Addr()
+	if z := a.Zone(); z != "" && clip(z) != z {
+		res.Peer = netip.AddrPortFrom(a.WithZone(clip(z)), res.Peer.Port())
+	}
+	return res
 }
 
 func prefixes(set clientip.PrefixSet) ([]netip.Prefix, int) {
@@ -567,7 +586,7 @@ func quote(s string) string {
 // request or connection, for tools that take the layers from elsewhere
 // (cmd/sourceip takes them from its flags).
 func ReportFor(r *clientip.Resolver, t clientip.Transport, h http.Header) Report {
-	rep := build(r.Config(), r.Explain(t, h), proxyproto.Facts{}, false, netip.AddrPort{}, h)
+	rep := build(r.Config(), cleanPeer(r.Explain(t, h)), proxyproto.Facts{}, false, netip.AddrPort{}, h)
 	rep.Kind = "chain"
 	return rep
 }
