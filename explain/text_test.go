@@ -134,3 +134,14 @@ func TestReportPeerZoneIsText(t *testing.T) {
 		assert.Less(t, text.Len(), 64<<10, "text size")
 	}
 }
+
+// A stray byte in a header entry is held as U+FFFD, which the text shows
+// inside the entry's quotes once, not quoted again.
+func TestTextStrayByteQuotedOnce(t *testing.T) {
+	rep := ReportFor(clientip.MustNew(xffConfig), clientip.Transport{Peer: netip.MustParseAddrPort("10.0.0.1:1")},
+		map[string][]string{"X-Forwarded-For": {"198.51.100.7\xff, 10.0.0.2"}})
+	var text bytes.Buffer
+	require.NoError(t, rep.WriteWalk(&text))
+	assert.Contains(t, text.String(), " \"198.51.100.7\uFFFD\" ")
+	assert.NotContains(t, text.String(), `\"`)
+}
