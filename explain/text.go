@@ -282,9 +282,11 @@ func terminalSafe(args ...any) []any {
 // other than a tab, a C1 control, or a bidirectional formatting character
 // (which reorders what a terminal shows).
 func safeText(s string) bool {
-	for _, c := range s {
+	for i := 0; i < len(s); {
+		c, size := utf8.DecodeRuneInString(s[i:])
+		i += size
 		switch {
-		case c == utf8.RuneError, c < 0x20 && c != '\t', c >= 0x7f && c <= 0x9f,
+		case c == utf8.RuneError && size == 1, c < 0x20 && c != '\t', c >= 0x7f && c <= 0x9f,
 			c == 0x061c, c == 0x200e, c == 0x200f, c >= 0x202a && c <= 0x202e, c >= 0x2066 && c <= 0x2069:
 			return false
 		}
