@@ -255,7 +255,8 @@ func (p *printer) f(format string, args ...any) {
 // terminalSafe returns args with every string, Stringer and error among
 // them escaped as by [strconv.Quote], without the quotes, when it holds a
 // character a terminal acts on (see safeText); other values are left as
-// they are. It modifies args in place.
+// they are. A Stringer becomes a string, so format it with %s or %v. It
+// modifies args in place.
 func terminalSafe(args ...any) []any {
 	for i, a := range args {
 		var s string
