@@ -81,7 +81,7 @@
 //	config {trusted_proxies[], trusted_proxies_count, trusted_hops,
 //	        trust_unix_socket, header, masquerade[], masquerade_count,
 //	        max_hops, max_header_bytes}
-//	socket {peer, local, unreadable}
+//	socket {peer, local, unreadable, judged_untrusted}
 //	proxy_protocol {version, command, source, destination,
 //	        tlvs[{type, value, hex, len}],
 //	        ssl {tls, cert_presented, cert_verified, version, cn, cipher, cert}}
