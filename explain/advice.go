@@ -69,7 +69,11 @@ type PeerInfo struct {
 	Address netip.Addr `json:"address"`
 	// Role is "proxy" (sends forwarding or PROXY headers, with many
 	// clients behind it), "direct" (sends none: a client), "node" (a
-	// node that delivers traffic without them: masquerading), or "unclear".
+	// node that delivers traffic without them: masquerading), or "unclear"
+	// (sends forwarding headers with few clients behind them, or is a
+	// public address outside every platform's published ranges that names
+	// its clients in forwarding headers: a client that writes a different
+	// header on every request looks the same).
 	Role string `json:"role"`
 	// Provider is the preset whose published ranges contain the peer.
 	Provider string `json:"provider,omitempty"`
@@ -156,7 +160,9 @@ const (
 	// FindingPreset: the proxies are a platform's published edge.
 	FindingPreset
 	// FindingNodeSNAT: node addresses deliver traffic without headers:
-	// masquerading under externalTrafficPolicy: Cluster.
+	// masquerading under externalTrafficPolicy: Cluster; or they deliver
+	// headers and the proposal trusts them, which holds only while their
+	// node ports are closed to clients.
 	FindingNodeSNAT
 	// FindingTrustedWithoutHeaders: a trusted peer sends requests without
 	// forwarding headers; if it is a client, it can forge one.
@@ -211,6 +217,7 @@ func (a *Advisor) Advice() Advice {
 	adv := Advice{
 		Schema: AdviceSchema, Since: a.since, Until: a.until, Seen: a.seen, Sampled: a.sampled,
 		SampleEvery: a.cfg.SampleEvery, UnixPeers: a.unix, EvictedPeers: a.evicted, Outcomes: outcomes(a.reasons[:]),
+		Peers: []PeerInfo{}, Findings: []Finding{},
 	}
 	deepTrust := a.deepTrust
 	stats := make([]peerStats, 0, len(a.peers))
@@ -260,12 +267,29 @@ func (a *Advisor) role(p *peerStats) string {
 	switch {
 	case a.cfg.Nodes.Contains(p.addr) && share(p.none, p.n) >= mostly:
 		return "node"
-	case forwarded >= mostly && (p.clients() >= a.cfg.MinClients || a.presetOf(p.addr) >= 0):
+	case forwarded >= mostly && a.presetOf(p.addr) >= 0:
+		return "proxy"
+	case forwarded >= mostly && p.clients() >= a.cfg.MinClients:
+		if a.forgeable(p) {
+			return "unclear"
+		}
 		return "proxy"
 	case forwarded <= 1-mostly:
 		return "direct"
 	}
 	return "unclear"
+}
+
+// forgeable reports whether p's look of a proxy could be a client's own
+// doing: p is a public address outside every platform's published ranges
+// whose requests name their clients in forwarding headers, not PROXY
+// headers. A client that connects directly and writes a different
+// X-Forwarded-For on every request has as many distinct addresses behind
+// it as a proxy has clients, so traffic alone cannot tell the two apart.
+// (A PROXY header is read only from a peer the listener already trusts,
+// and an internal address is not a client's to choose.)
+func (a *Advisor) forgeable(p *peerStats) bool {
+	return !a.internal.Contains(p.addr) && a.presetOf(p.addr) < 0 && share(p.proxy, p.n) < mostly
 }
 
 func (a *Advisor) peerInfo(p *peerStats, rv *clientip.Resolver) PeerInfo {
@@ -338,11 +362,24 @@ func (a *Advisor) propose(adv *Advice, stats []peerStats, cur clientip.Config) {
 		// A fixed layer behind the peer: few rightmost entries, many
 		// second entries (a load balancer that appends its own address,
 		// replicas of an inner proxy).
+		// Its public addresses are trusted only behind a platform's edge,
+		// which wrote them: behind any other proxy, a fixed rightmost
+		// entry may be one client that writes a different header on every
+		// request.
 		if p.fixedLayer(a.cfg.MinClients) {
+			var public []string
 			for _, u := range p.ups {
-				if a.presetOf(u) < 0 && len(trusted) < maxProposed {
+				switch {
+				case a.presetOf(u) >= 0:
+				case !a.internal.Contains(u) && a.presetOf(p.addr) < 0:
+					public = append(public, u.String())
+				case len(trusted) < maxProposed:
 					trusted = append(trusted, netip.PrefixFrom(u, u.BitLen()))
 				}
+			}
+			if len(public) > 0 {
+				adv.Findings = append(adv.Findings, Finding{Kind: FindingUnclear, Severity: SeverityWarning, Peer: p.addr,
+					Text: fmt.Sprintf("%s's requests end in a few fixed entries, %s, with many addresses before them: another proxy layer, or a client that writes a header of its own through %s; they are public addresses outside every platform's published ranges, so the proposal does not trust them: add them to TrustedProxies yourself only if they are your proxies", p.addr, strings.Join(public, ", "), p.addr)})
 			}
 		}
 		if edge >= 0 && a.presets[edge].set.Contains(p.addr) {

@@ -61,6 +61,15 @@ type AdvisorConfig struct {
 // [clientip.Config] with the findings behind it (see [Advisor.Advice]). It
 // never applies anything.
 //
+// The proposal is inferred from the traffic, and the traffic is partly the
+// clients': whoever sends most of the sampled requests during the watch
+// shapes it. A client that writes a different forwarding header on every
+// request looks, to counts alone, like a proxy with many clients behind it;
+// a public address outside every platform's published ranges is therefore
+// never proposed on the strength of the forwarding headers it sends, and
+// the findings say which addresses were left out and why. Review the
+// proposal against what you know of your proxies before applying it.
+//
 // Memory is bounded and fixed by the configuration. For each of at most
 // MaxPeers socket peers it keeps the peer's address, counts (requests, each
 // forwarding header's presence, PROXY headers, header depths, outcomes
@@ -233,8 +242,15 @@ func (a *Advisor) watching(now time.Time) bool {
 }
 
 // record adds one sampled observation: the resolution res, err under the
-// configuration in force, and the request's headers h.
+// configuration in force, and the request's headers h. What the headers
+// show is read before the lock is taken: reading the list header costs time
+// in proportion to its size, which a client chooses, and the requests that
+// share the Advisor should not wait for it.
 func (a *Advisor) record(now time.Time, res clientip.Result, err error, h http.Header) {
+	var o observation
+	if res.Peer.Addr().IsValid() {
+		o = a.observe(res, h)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.watching(now) {
@@ -256,57 +272,86 @@ func (a *Advisor) record(now time.Time, res clientip.Result, err error, h http.H
 		a.unix++
 		return
 	}
-	peer = peer.Unmap().WithZone("")
-	p := a.peer(peer)
+	p := a.peer(peer.Unmap().WithZone(""))
 	p.weight++
 	p.n++
 	p.reasons[reason&15]++
-
-	var candidate netip.Addr // the client this peer reports
 	if res.Proxy.IsValid() {
 		p.proxy++
-		candidate = res.Proxy.Addr().Unmap()
+	}
+	for i, sent := range o.headers {
+		if sent {
+			p.headers[i]++
+		}
+	}
+	if o.other {
+		p.other++
+	}
+	if o.none {
+		p.none++
+	}
+	p.depth[min(o.depth, maxDepth)]++
+	for k := range o.n {
+		p.class[k][o.class[k]]++
+		if o.entries[k].IsValid() {
+			p.pos[k].add(a.seed, o.entries[k])
+		}
+	}
+	if o.n > 0 {
+		p.upstream(o.entries[0])
+	}
+	if o.candidate.IsValid() {
+		p.behind.add(a.seed, o.candidate)
+	}
+	if err == nil && res.Source.FromHeader() && o.depth >= 2 && res.Hop-hopBase(res) == o.depth && o.depth > p.usualDepth() {
+		p.leftmost++
+	}
+}
+
+// observation is what one request or connection shows a peer's statistics,
+// read without the Advisor's lock.
+type observation struct {
+	headers   [len(forwardingHeaders)]bool // which forwarding headers it carries
+	other     bool                         // it carries the configured header, not a known one
+	none      bool                         // it carries no forwarding header and no PROXY source
+	entries   [2]netip.Addr                // the list header's rightmost two entries
+	class     [2]int                       // and their classes
+	n         int                          // how many of entries there are
+	depth     int                          // the list header's entries
+	candidate netip.Addr                   // the client the peer reports
+}
+
+// observe reads what the resolution res and headers h show.
+func (a *Advisor) observe(res clientip.Result, h http.Header) observation {
+	var o observation
+	if res.Proxy.IsValid() {
+		o.candidate = res.Proxy.Addr().Unmap()
 	}
 	anyHeader := false
 	for i, name := range forwardingHeaders {
 		if len(h[name]) > 0 {
-			p.headers[i]++
-			anyHeader = true
+			o.headers[i], anyHeader = true, true
 		}
 	}
 	cfgHeader := a.cfg.Trust.Resolver().Config().Header
 	if cfgHeader != "" && headerIndex(cfgHeader) < 0 && len(h[cfgHeader]) > 0 {
-		p.other++
-		anyHeader = true
+		o.other, anyHeader = true, true
 	}
-	if !anyHeader && !res.Proxy.IsValid() {
-		p.none++
-	}
+	o.none = !anyHeader && !res.Proxy.IsValid()
 
 	// The list header: X-Forwarded-For, else Forwarded.
 	entries, depth := a.listEntries(h)
-	p.depth[min(depth, maxDepth)]++
+	o.depth, o.n = depth, len(entries)
 	for k, e := range entries {
-		p.class[k][a.classify(e)]++
-		if e.IsValid() {
-			p.pos[k].add(a.seed, e)
-		}
+		o.entries[k], o.class[k] = e, a.classify(e)
 	}
-	if len(entries) > 0 {
-		if !candidate.IsValid() {
-			candidate = entries[0]
-		}
-		p.upstream(entries[0])
+	if o.n > 0 && !o.candidate.IsValid() {
+		o.candidate = entries[0]
 	}
-	if !candidate.IsValid() {
-		candidate = singleValue(h)
+	if !o.candidate.IsValid() {
+		o.candidate = singleValue(h)
 	}
-	if candidate.IsValid() {
-		p.behind.add(a.seed, candidate)
-	}
-	if err == nil && res.Source.FromHeader() && depth >= 2 && res.Hop-hopBase(res) == depth && depth > p.usualDepth() {
-		p.leftmost++
-	}
+	return o
 }
 
 // hopBase returns the position of the outermost transport layer of res.

@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -489,4 +490,152 @@ func TestAdvisorObserveConn(t *testing.T) {
 	require.Len(t, adv.Peers, 1)
 	assert.Equal(t, netip.MustParseAddr("127.0.0.1"), adv.Peers[0].Address)
 	assert.Equal(t, "direct", adv.Peers[0].Role)
+}
+
+// A client that reaches the service directly and writes a different
+// X-Forwarded-For on every request has as many "clients behind it" as a
+// proxy. Trusting it would let it choose its address, so a public peer
+// outside every platform's published ranges is never proposed for trust
+// on the strength of the headers it sends: the advice names it instead.
+func TestAdviseForgerWithRandomXFF(t *testing.T) {
+	forger := netip.MustParseAddr("203.0.113.66")
+	vs := traffic(1000, func(i int, rng *rand.Rand) visit {
+		if i%4 == 0 {
+			fake := netip.AddrFrom4([4]byte{192, 0, 2, byte(rng.IntN(250))})
+			return visit{t: clientip.Transport{Peer: ap(forger, 1)}, h: http.Header{"X-Forwarded-For": {fake.String()}}, client: forger, forged: true}
+		}
+		c := clientAddr(2*rng.IntN(300) + 1) // 198.51.100.0/24, never the forger
+		return visit{t: clientip.Transport{Peer: ap(c, 50000)}, h: http.Header{}, client: c}
+	})
+	adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(clientip.Config{})}, vs)
+	assert.False(t, adv.Config.TrustedProxies.Contains(forger), "the proposal trusts a client that forges X-Forwarded-For:\n%s", adv.Go)
+	checkProposal(t, adv, vs)
+	found := false
+	for _, f := range adv.Findings {
+		if f.Peer == forger && f.Severity >= SeverityWarning {
+			found = true
+		}
+	}
+	assert.True(t, found, "a warning names the peer: %+v", adv.Findings)
+}
+
+// Behind nginx, which appends its peer, one client writes a different
+// X-Forwarded-For on every request: the rightmost entry (the client, as
+// nginx saw it) is fixed and the second one varies, which is the shape of
+// a fixed proxy layer. A public address in that layer, behind a proxy that
+// is not a platform's edge, is the client itself: it is not proposed.
+func TestAdviseForgedLayerBehindProxy(t *testing.T) {
+	attacker := netip.MustParseAddr("203.0.113.66")
+	vs := traffic(500, func(i int, rng *rand.Rand) visit {
+		fake := netip.AddrFrom4([4]byte{192, 0, 2, byte(rng.IntN(250))})
+		return visit{t: clientip.Transport{Peer: ap(nginx1, 40000)},
+			h: http.Header{"X-Forwarded-For": {fake.String() + ", " + attacker.String()}}, client: attacker, forged: true}
+	})
+	adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(clientip.Config{})}, vs)
+	assert.True(t, adv.Config.TrustedProxies.Contains(nginx1))
+	assert.False(t, adv.Config.TrustedProxies.Contains(attacker), "the proposal trusts the client behind nginx:\n%s", adv.Go)
+	checkProposal(t, adv, vs)
+	found := false
+	for _, f := range adv.Findings {
+		if f.Peer == nginx1 && f.Severity >= SeverityWarning && strings.Contains(f.Text, attacker.String()) {
+			found = true
+		}
+	}
+	assert.True(t, found, "a warning names the layer it did not trust: %+v", adv.Findings)
+}
+
+// TrustedProxies that hold public space are flagged however the prefix is
+// written: one that starts in private space and runs past it (10.0.0.0/7
+// is 10/8 and the public 11/8), one that starts in a platform's ranges and
+// runs past them, and the NAT64 prefix (RFC 6052 64:ff9b::/96, RFC 8215
+// 64:ff9b:1::/48), through which every IPv4 address is an IPv6 peer.
+func TestAdviseTooWideHowEverWritten(t *testing.T) {
+	cf, _ := ranges.SnapshotNamed("cloudflare")
+	var cfWide netip.Prefix // a Cloudflare prefix, widened past its ranges
+	for _, p := range cf.Set.Prefixes() {
+		if p.Addr().Is4() && p.Bits() >= 13 {
+			cfWide = netip.PrefixFrom(p.Addr(), 8).Masked()
+			break
+		}
+	}
+	require.True(t, cfWide.IsValid())
+	for _, wide := range []string{"10.0.0.0/7", cfWide.String(), "64:ff9b::/96", "64:ff9b::/100", "64:ff9b:1::/48"} {
+		t.Run(wide, func(t *testing.T) {
+			cfg := clientip.Config{TrustedProxies: proxies10.Union(clientip.MustParsePrefixSet(wide)), Header: "X-Forwarded-For"}
+			adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(cfg)}, nginxTraffic())
+			found := false
+			for _, f := range adv.Findings {
+				if f.Kind == FindingTooWide && f.Severity == SeverityDanger && strings.Contains(f.Text, wide) {
+					found = true
+				}
+			}
+			assert.True(t, found, "no danger names %s: %+v", wide, adv.Findings)
+		})
+	}
+	// Internal space and a platform's own ranges are not public space.
+	for _, narrow := range []string{"10.0.0.0/8", "100.64.0.0/10", "fc00::/7", "64:ff9b::c000:200/120"} {
+		cfg := clientip.Config{TrustedProxies: proxies10.Union(clientip.MustParsePrefixSet(narrow)).Union(cf.Set), Header: "X-Forwarded-For"}
+		adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(cfg)}, nginxTraffic())
+		for _, f := range adv.Findings {
+			assert.False(t, f.Kind == FindingTooWide && strings.Contains(f.Text, "TrustedProxies holds"), "%s: %s", narrow, f.Text)
+		}
+	}
+}
+
+// Under externalTrafficPolicy: Cluster the socket peer is a node, and a
+// header that arrives through it was written by whoever reached the node
+// port: the load balancer, or a client that bypassed it. When nodes carry
+// headers in nearly every request (a load balancer that writes
+// X-Forwarded-For, or clients that write their own in a flood), the
+// Advisor proposes them as proxies, as trafficpolicy's recipe does for an
+// X-Forwarded-For load balancer; it must say what that trust rests on,
+// and call it a danger when some requests through the nodes carry no
+// header at all: clients reach the node ports without the load balancer.
+func TestAdviseNodeWithHeaders(t *testing.T) {
+	nodes := clientip.MustParsePrefixSet("10.1.0.0/24")
+	vs := traffic(1000, func(i int, rng *rand.Rand) visit {
+		node := netip.AddrFrom4([4]byte{10, 1, 0, byte(7 + i%3)})
+		if i%25 == 0 { // a client that reaches a node port directly: masqueraded
+			return visit{t: clientip.Transport{Peer: ap(node, 61000)}, h: http.Header{}}
+		}
+		fake := netip.AddrFrom4([4]byte{192, 0, 2, byte(rng.IntN(250))})
+		return visit{t: clientip.Transport{Peer: ap(node, 61000)}, h: http.Header{"X-Forwarded-For": {fake.String()}}, forged: true}
+	})
+	adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(clientip.Config{}), Nodes: nodes}, vs)
+	if !adv.Config.TrustedProxies.Contains(netip.MustParseAddr("10.1.0.7")) {
+		return // not proposed: nothing to warn of
+	}
+	found := false
+	for _, f := range adv.Findings {
+		if f.Kind == FindingNodeSNAT && f.Severity == SeverityDanger && f.Peer == netip.MustParseAddr("10.1.0.7") {
+			found = true
+		}
+	}
+	assert.True(t, found, "no danger says that trusting node 10.1.0.7 believes whoever reaches its node port:\n%s\n%+v", adv.Go, adv.Findings)
+
+	// Every request through the nodes carries the header: still a warning.
+	var headed []visit
+	for _, v := range vs {
+		if len(v.h) > 0 {
+			headed = append(headed, v)
+		}
+	}
+	adv = watch(t, AdvisorConfig{Trust: clientip.MustNew(clientip.Config{}), Nodes: nodes}, headed)
+	require.True(t, adv.Config.TrustedProxies.Contains(netip.MustParseAddr("10.1.0.7")), adv.Go)
+	assert.Equal(t, SeverityWarning, kinds(adv)[FindingNodeSNAT], "%+v", adv.Findings)
+}
+
+// The advice document writes its lists as arrays, empty ones too, as it
+// writes outcomes: a client of the schema never meets null for a list.
+func TestAdviceEmptyListsAreArrays(t *testing.T) {
+	a, err := NewAdvisor(AdvisorConfig{Trust: clientip.MustNew(clientip.Config{})})
+	require.NoError(t, err)
+	adv := a.Advice()
+	js, err := json.Marshal(&adv)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(js, &doc))
+	for _, key := range []string{"outcomes", "peers", "findings"} {
+		assert.IsType(t, []any{}, doc[key], "%s in %s", key, js)
+	}
 }

@@ -51,7 +51,10 @@
 // keeps bounded statistics per socket peer (MaxPeers; see [Advisor] for
 // exactly what is kept), and proposes a configuration in [Advice]: the
 // peers that look like proxies (they send forwarding headers and many
-// distinct clients sit behind them), the header they write, a platform's
+// distinct clients sit behind them; a public address outside the
+// platforms' published ranges only when it sends PROXY headers, since a
+// client that writes a different header on every request looks the same),
+// the header they write, a platform's
 // published ranges when the proxies are its edge or sit behind it (matched
 // against the dated snapshots of clientip/ranges: Cloudflare, CloudFront,
 // Fastly, Azure Front Door, Google Cloud load balancers), node addresses
@@ -78,7 +81,7 @@
 //	config {trusted_proxies[], trusted_proxies_count, trusted_hops,
 //	        trust_unix_socket, header, masquerade[], masquerade_count,
 //	        max_hops, max_header_bytes}
-//	socket {peer, local, unreadable}
+//	socket {peer, local, unreadable, judged_untrusted}
 //	proxy_protocol {version, command, source, destination,
 //	        tlvs[{type, value, hex, len}],
 //	        ssl {tls, cert_presented, cert_verified, version, cn, cipher, cert}}

@@ -45,8 +45,19 @@ func (a *Advisor) judge(adv *Advice, stats []peerStats, rv *clientip.Resolver, d
 				what = "forwarding headers"
 			}
 			add(FindingProxy, SeverityInfo, p.addr, "%s looks like a proxy: %s in %s of its %d requests, about %d distinct clients behind it", p.addr, what, pct(p.n-p.none, p.n), p.n, p.clients())
+			if a.cfg.Nodes.Contains(p.addr) {
+				// trafficpolicy's recipe for a load balancer in front of
+				// externalTrafficPolicy: Cluster trusts the nodes too, with
+				// the same caveat (CaveatNodePortsOpen).
+				const caveat = "%s is a node (Nodes), and the proposal trusts what it delivers: under externalTrafficPolicy: Cluster, whoever reaches a node port without the load balancer writes a forwarding or PROXY header of its own and is believed, so trust the nodes only while their node ports are closed to clients, or use externalTrafficPolicy: Local"
+				if p.none > 0 {
+					add(FindingNodeSNAT, SeverityDanger, p.addr, caveat+"; %d of its %d requests (%s) carried no header at all: clients reach it without the load balancer, unless those are the load balancer's health checks", p.addr, p.none, p.n, pct(p.none, p.n))
+				} else {
+					add(FindingNodeSNAT, SeverityWarning, p.addr, caveat, p.addr)
+				}
+			}
 			if d := p.usualDepth(); d > 1 {
-				add(FindingDepth, SeverityInfo, p.addr, "%s usually sends %d entries: another proxy layer is in front of it (the proposal trusts it when its addresses are few and known, or when they are a platform's published ranges)", p.addr, d)
+				add(FindingDepth, SeverityInfo, p.addr, "%s usually sends %d entries: another proxy layer is in front of it (the proposal trusts it when its addresses are few and internal, or when they are a platform's published ranges)", p.addr, d)
 			}
 			if share(p.headers[headerIndex("Cloudfront-Viewer-Address")], p.n) > 0 {
 				add(FindingHeaderFormat, SeverityInfo, p.addr, "%s sends CloudFront-Viewer-Address, which writes an IPv6 viewer with its port and no brackets (2001:db8::1:443 is itself an address): read X-Forwarded-For instead", p.addr)
@@ -54,6 +65,10 @@ func (a *Advisor) judge(adv *Advice, stats []peerStats, rv *clientip.Resolver, d
 		case "direct":
 			direct += p.n
 		case "unclear":
+			if p.clients() >= a.cfg.MinClients && a.forgeable(p) {
+				add(FindingUnclear, SeverityWarning, p.addr, "%s sends forwarding headers in %s of its %d requests, with about %d distinct addresses in them, but it is a public address outside every platform's published ranges: a client that writes a different header on every request looks the same; the proposal does not trust it: add it to TrustedProxies yourself only if it is your proxy", p.addr, pct(p.n-p.none, p.n), p.n, p.clients())
+				break
+			}
 			add(FindingUnclear, SeverityWarning, p.addr, "%s sends forwarding headers in %s of its %d requests, but only about %d distinct clients are behind it: a client that forges them, or a proxy seen too little; the proposal does not trust it", p.addr, pct(p.n-p.none, p.n), p.n, p.clients())
 		case "node":
 			add(FindingNodeSNAT, SeverityWarning, p.addr, "node %s delivers %d requests without a PROXY or forwarding header: kube-proxy masquerades them (externalTrafficPolicy: Cluster) and the clients are lost; the proposal flags the nodes in Masquerade, and externalTrafficPolicy: Local or a PROXY header keeps the clients", p.addr, p.n)
@@ -117,9 +132,12 @@ func (a *Advisor) judge(adv *Advice, stats []peerStats, rv *clientip.Resolver, d
 
 	// A trusted set so wide that it contains clients.
 	for _, p := range cur.TrustedProxies.Prefixes() {
-		wide := p.Addr().Is4() && p.Bits() < wideV4 || p.Addr().Is6() && p.Bits() < wideV6
-		if wide && !a.internal.Contains(p.Addr()) && a.presetOf(p.Addr()) < 0 {
-			add(FindingTooWide, SeverityDanger, netip.Addr{}, "TrustedProxies holds %s, public address space wider than any proxy fleet: clients inside it are believed about any address", p)
+		if a.wide(p) {
+			what := "public address space"
+			if nat64[0].Overlaps(p) || nat64[1].Overlaps(p) {
+				what = "NAT64 space that carries public IPv4 addresses"
+			}
+			add(FindingTooWide, SeverityDanger, netip.Addr{}, "TrustedProxies holds %s, %s wider than any proxy fleet: clients inside it are believed about any address", p, what)
 		}
 	}
 	if n := deepTrust; n > 0 {
@@ -132,4 +150,36 @@ func (a *Advisor) judge(adv *Advice, stats []peerStats, rv *clientip.Resolver, d
 	if cur.TrustedHops > 0 && cur.TrustedProxies.Len() == 0 && direct > 0 {
 		add(FindingTrustedWithoutHeaders, SeverityDanger, netip.Addr{}, "hop-count mode without TrustedProxies trusts every socket peer, and %d requests arrive directly: their clients choose the address the walk returns", direct)
 	}
+}
+
+// nat64 are the NAT64 prefixes (RFC 6052's well-known prefix, RFC 8215's
+// local-use one), whose addresses carry an IPv4 address in their last 32
+// bits: trusting 64:ff9b::/96 trusts every IPv4 address that reaches the
+// service through a NAT64 translator.
+var nat64 = [...]netip.Prefix{
+	netip.PrefixFrom(netip.AddrFrom16([16]byte{0, 0x64, 0xff, 0x9b}), 96),
+	netip.PrefixFrom(netip.AddrFrom16([16]byte{0, 0x64, 0xff, 0x9b, 0, 1}), 48),
+}
+
+// wide reports whether the trusted prefix p holds public address space
+// wider than any proxy fleet: shorter than /16 for IPv4, or than /32 for
+// IPv6, or than /16 of the IPv4 addresses a NAT64 prefix carries, and not
+// covered whole by internal space or by one platform's published ranges.
+func (a *Advisor) wide(p netip.Prefix) bool {
+	bits := p.Bits()
+	wide := p.Addr().Is4() && bits < wideV4 || p.Addr().Is6() && bits < wideV6
+	for _, n := range nat64 {
+		if n.Bits() <= bits && n.Contains(p.Addr()) {
+			wide = wide || bits-96 < wideV4
+		}
+	}
+	if !wide || a.internal.Covers(p) {
+		return false
+	}
+	for _, ps := range a.presets {
+		if ps.set.Covers(p) {
+			return false
+		}
+	}
+	return true
 }

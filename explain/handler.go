@@ -225,7 +225,7 @@ func wantsText(r *http.Request) bool {
 func (h *Handler) Report(r *http.Request) Report {
 	rv := h.cfg.Trust.Resolver()
 	cfg := rv.Config()
-	x := rv.ExplainRequest(r)
+	x := cleanPeer(rv.ExplainRequest(r))
 	f, hasFacts := proxyproto.FactsFromContext(r.Context())
 	local := f.Local
 	if !hasFacts {
@@ -274,6 +274,7 @@ func (h *Handler) ReportConn(c net.Conn, id string) Report {
 	if !hasFacts {
 		local = addrPort(c.LocalAddr())
 	}
+	x, recRes = cleanPeer(x), cleanResultPeer(recRes)
 	rep := build(cfg, x, f, hasFacts, local, nil)
 	rep.Kind = "connection"
 	rep.Connection = &ConnInfo{ID: clip(id), Remote: addrString(c.RemoteAddr()), Local: addrString(c.LocalAddr())}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/proxyproto"
@@ -66,7 +67,9 @@ type Report struct {
 	// Headers lists every forwarding header the request carries, read or
 	// not.
 	Headers []HeaderInfo `json:"headers,omitempty"`
-	// Result is the answer, as [clientip.Result] holds it.
+	// Result is the answer, as [clientip.Result] holds it, except that the
+	// socket peer's IPv6 zone, when it is not short UTF-8 text (a RemoteAddr
+	// that other middleware rewrote), is cut as a header entry is.
 	Result ResultInfo `json:"result"`
 	// Error is the failure, nil when a client was resolved.
 	Error *ErrorInfo `json:"error,omitempty"`
@@ -279,12 +282,49 @@ func hint(r clientip.Reason) string {
 	return ""
 }
 
-// clip cuts s to maxText bytes, marking the cut.
+// clip cuts s to at most maxText bytes, at a character boundary, marking
+// the cut, and replaces each byte that is not UTF-8 with U+FFFD, as
+// encoding/json would: a Report holds only text that its JSON document
+// carries unchanged, so that a decoded Report renders the same text.
 func clip(s string) string {
-	if len(s) <= maxText {
-		return s
+	cut := len(s) > maxText
+	if cut {
+		n := maxText
+		for n > maxText-utf8.UTFMax && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
 	}
-	return s[:maxText] + "…"
+	if !utf8.ValidString(s) {
+		var b strings.Builder
+		for i := 0; i < len(s); {
+			c, size := utf8.DecodeRuneInString(s[i:])
+			b.WriteRune(c) // U+FFFD for a byte that is not UTF-8
+			i += size
+		}
+		s = b.String()
+	}
+	if cut {
+		s += "…"
+	}
+	return s
+}
+
+// cleanPeer returns x with its socket peer's zone clipped (see clip): the
+// zone is whatever a RemoteAddr held, and other middleware may have
+// rewritten that from a client's header; netip keeps any zone.
+func cleanPeer(x clientip.Explanation) clientip.Explanation {
+	x.Result = cleanResultPeer(x.Result)
+	return x
+}
+
+// cleanResultPeer is cleanPeer for a Result.
+func cleanResultPeer(res clientip.Result) clientip.Result {
+	a := res.Peer.Addr()
+	if z := a.Zone(); z != "" && clip(z) != z {
+		res.Peer = netip.AddrPortFrom(a.WithZone(clip(z)), res.Peer.Port())
+	}
+	return res
 }
 
 func prefixes(set clientip.PrefixSet) ([]netip.Prefix, int) {
@@ -546,7 +586,7 @@ func quote(s string) string {
 // request or connection, for tools that take the layers from elsewhere
 // (cmd/sourceip takes them from its flags).
 func ReportFor(r *clientip.Resolver, t clientip.Transport, h http.Header) Report {
-	rep := build(r.Config(), r.Explain(t, h), proxyproto.Facts{}, false, netip.AddrPort{}, h)
+	rep := build(r.Config(), cleanPeer(r.Explain(t, h)), proxyproto.Facts{}, false, netip.AddrPort{}, h)
 	rep.Kind = "chain"
 	return rep
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sourceip/sourceip/clientip"
 )
@@ -22,8 +23,10 @@ const warning = "This page shows the trust configuration: serve it to operators 
 // WriteText writes the report for people, as the Handler serves it to curl:
 // the answer, the configuration, each layer, the walk as a table, the
 // forwarding headers, the policy checks and the notes. Everything a client
-// wrote is quoted when it is not plain printable text, so that no control
-// character reaches the terminal.
+// wrote is quoted when it is not plain printable text, and any other field
+// that holds a character a terminal acts on (a report decoded from a
+// fetched document holds anyone's text) is escaped as [strconv.Quote]
+// escapes it, so that no control character reaches the terminal.
 func (r *Report) WriteText(w io.Writer) error {
 	p := &printer{w: w}
 	switch {
@@ -128,7 +131,7 @@ func (r *Report) writeWalk(p *printer) {
 		if s.Reason != clientip.ReasonNone && s.Verdict != clientip.VerdictMasqueraded {
 			verdict += " (" + s.Reason.String() + ")"
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", s.Hop, layer, entry, addr, verdict, s.Note)
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", terminalSafe(s.Hop, layer, entry, addr, verdict, s.Note)...)
 	}
 	if err := tw.Flush(); err != nil && p.err == nil {
 		p.err = err
@@ -234,7 +237,10 @@ func (p *ProxyInfo) writeText(pr *printer) {
 	}
 }
 
-// printer writes formatted text and keeps the first error.
+// printer writes formatted text and keeps the first error. Its arguments
+// pass through terminalSafe: a document decoded from JSON (cmd/sourceip
+// -fetch) is anyone's text, and a socket peer's IPv6 zone is whatever the
+// RemoteAddr held.
 type printer struct {
 	w   io.Writer
 	err error
@@ -242,8 +248,51 @@ type printer struct {
 
 func (p *printer) f(format string, args ...any) {
 	if p.err == nil {
-		_, p.err = fmt.Fprintf(p.w, format, args...)
+		_, p.err = fmt.Fprintf(p.w, format, terminalSafe(args...)...)
 	}
+}
+
+// terminalSafe returns args with every string, Stringer and error among
+// them escaped as by [strconv.Quote], without the quotes, when it holds a
+// character a terminal acts on (see safeText); other values are left as
+// they are. A Stringer becomes a string, so format it with %s or %v. It
+// modifies args in place.
+func terminalSafe(args ...any) []any {
+	for i, a := range args {
+		var s string
+		switch v := a.(type) {
+		case string:
+			s = v
+		case error:
+			s = v.Error()
+		case fmt.Stringer:
+			s = v.String()
+		default:
+			continue
+		}
+		if !safeText(s) {
+			q := strconv.Quote(s)
+			s = q[1 : len(q)-1]
+		}
+		args[i] = s
+	}
+	return args
+}
+
+// safeText reports whether s is valid UTF-8 without a control character
+// other than a tab, a C1 control, or a bidirectional formatting character
+// (which reorders what a terminal shows).
+func safeText(s string) bool {
+	for i := 0; i < len(s); {
+		c, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		switch {
+		case c == utf8.RuneError && size == 1, c < 0x20 && c != '\t', c >= 0x7f && c <= 0x9f,
+			c == 0x061c, c == 0x200e, c == 0x200f, c >= 0x202a && c <= 0x202e, c >= 0x2066 && c <= 0x2069:
+			return false
+		}
+	}
+	return true
 }
 
 func (p *printer) Write(b []byte) (int, error) {
@@ -276,7 +325,7 @@ func (adv *Advice) WriteText(w io.Writer) error {
 	}
 	p.f("\n\n")
 	for l := range strings.Lines(adv.Go) {
-		p.f("    %s", l)
+		p.f("    %s\n", strings.TrimSuffix(l, "\n"))
 	}
 	if len(adv.Findings) > 0 {
 		p.f("\nfindings:\n")
@@ -316,8 +365,8 @@ func (adv *Advice) WriteText(w io.Writer) error {
 			for _, u := range pi.Upstreams {
 				us = append(us, u.String())
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%v\t%d\t%d\t%d\t%s\t%s\t~%d\t%s\n", pi.Address, role, pi.Trusted, pi.Requests,
-				pi.ProxyProtocol, pi.NoForwarding, orDash(strings.Join(hs, ", ")), orDash(strings.Join(ds, " ")), pi.Clients, orDash(strings.Join(us, ", ")))
+			fmt.Fprintf(tw, "  %s\t%s\t%v\t%d\t%d\t%d\t%s\t%s\t~%d\t%s\n", terminalSafe(pi.Address, role, pi.Trusted, pi.Requests,
+				pi.ProxyProtocol, pi.NoForwarding, orDash(strings.Join(hs, ", ")), orDash(strings.Join(ds, " ")), pi.Clients, orDash(strings.Join(us, ", ")))...)
 		}
 		if err := tw.Flush(); err != nil && p.err == nil {
 			p.err = err

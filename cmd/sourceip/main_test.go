@@ -260,6 +260,23 @@ func TestFetchHostileEndpoint(t *testing.T) {
 		}
 		assert.Contains(t, out.String(), `answer:  \x1b]0;owned\a\x1b[2J203.0.113.7`)
 		assert.Contains(t, out.String(), "bare byte \ufffd2J", "decoded as U+FFFD, which is inert")
-		assert.Contains(t, out.String(), `ok\r`+"\nforged")
+		assert.Contains(t, out.String(), `ok\r\nforged`, "explain's printer escapes a line break inside a field too")
 	})
+}
+
+// An endpoint (or whoever sits between it and the operator on plain
+// http://) may answer a document whose fields hold terminal escapes:
+// -fetch prints none of them.
+func TestFetchHostileDocumentIsEscaped(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"schema":"sourceip.explain/v1","kind":"request","summary":"\u001b[2J\u001b]0;owned\u0007",`+
+			`"notes":["\r\u001b[31mall good\u001b[0m"],"steps":[{"hop":0,"layer":"socket","verdict":"client","note":"\u001b[8m"}]}`)
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	run([]string{"-fetch", srv.URL}, &out, &errb)
+	require.Contains(t, out.String(), "answer:")
+	assert.NotContains(t, out.String(), "\x1b")
+	assert.NotContains(t, out.String(), "\r")
+	assert.NotContains(t, out.String(), "\x07")
 }
