@@ -178,12 +178,32 @@ func parseRemoteAddr(s string) (netip.AddrPort, bool) {
 		}
 	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap, true
+		return ap, validPeerZone(ap.Addr().Zone())
 	}
 	if a, err := netip.ParseAddr(s); err == nil {
-		return netip.AddrPortFrom(a, 0), true
+		return netip.AddrPortFrom(a, 0), validPeerZone(a.Zone())
 	}
 	return netip.AddrPort{}, false
+}
+
+// validPeerZone reports whether z can be the zone of a socket peer's
+// address as net/http writes RemoteAddr: none, an interface name (Linux's
+// dev_valid_name: at most IFNAMSIZ-1 bytes, no '/', ':' or white space; we
+// also take only printable ASCII) or a decimal interface index. netip takes
+// any zone, and a RemoteAddr that other middleware rewrote from a header
+// may carry one a client wrote: terminal escapes, megabytes. Such a peer
+// is unreadable (ErrNoAddress), as any other rewritten RemoteAddr that does
+// not parse.
+func validPeerZone(z string) bool {
+	if len(z) > maxZoneLen {
+		return false
+	}
+	for i := 0; i < len(z); i++ {
+		if c := z[i]; c <= ' ' || c >= 0x7f || c == '/' || c == ':' || c == '%' {
+			return false
+		}
+	}
+	return true
 }
 
 // validPort reports whether s is a decimal port number of one to five digits,

@@ -93,3 +93,36 @@ func BenchmarkResolveZone(b *testing.B) {
 		r.Resolve(t, h)
 	}
 }
+
+// TestRemoteAddrZone: a RemoteAddr's zone is a socket peer's interface name
+// or index, and anything else makes the peer unreadable (ErrNoAddress). netip
+// takes any zone, so a RemoteAddr that other middleware rewrote from a header
+// carried a client's terminal escapes or a megabyte zone into the Result,
+// explain's reports and logs (found by the explain review, 2026-12-03).
+func TestRemoteAddrZone(t *testing.T) {
+	r := MustNew(Config{TrustedProxies: MustParsePrefixSet("10.0.0.0/8")})
+	for _, tc := range []struct{ remote, want string }{
+		{"[fe80::5%eth0]:80", "fe80::5%eth0"},
+		{"[fe80::5%3]:80", "fe80::5%3"},
+		{"[fe80::5%tun+1]:80", "fe80::5%tun+1"}, // Linux names may hold '+'
+		{"fe80::5%br-0123456789ab", "fe80::5%br-0123456789ab"},
+		{"[fe80::5%\x1b[2J]:80", ""},
+		{"[fe80::5%eth 0]:80", ""},
+		{"[fe80::5%a/b]:80", ""},
+		{"[fe80::5%\xd1\x80]:80", ""},
+		{"[fe80::5%" + strings.Repeat("x", 16) + "]:80", ""},
+		{"fe80::5%" + strings.Repeat("x", 1<<20), ""},
+	} {
+		req := &http.Request{RemoteAddr: tc.remote, Header: http.Header{}}
+		res, err := r.ResolveRequest(req)
+		if tc.want == "" {
+			assert.ErrorIs(t, err, ErrNoAddress, "%.40q", tc.remote)
+			assert.False(t, res.Peer.IsValid(), "%.40q", tc.remote)
+			continue
+		}
+		if assert.NoError(t, err, tc.remote) {
+			assert.Equal(t, tc.want, res.Peer.Addr().String(), tc.remote)
+			assert.Equal(t, tc.want[:strings.IndexByte(tc.want, '%')], res.Client.String(), "the client never carries a zone: %s", tc.remote)
+		}
+	}
+}

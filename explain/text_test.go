@@ -29,19 +29,22 @@ func checkText(t *testing.T, what string, text []byte) {
 // A RemoteAddr that other middleware rewrote from a client's header (as
 // gorilla/handlers.ProxyHeaders does, unchecked) may be a link-local IPv6
 // address whose zone is anything at all: netip parses "fe80::1%\x1b[2J".
-// The zone reaches the socket peer, the summary, the notes and the policy
-// checks; the text rendering escapes it.
+// The zone reached the socket peer, the summary, the notes and the policy
+// checks; clientip now refuses such a peer, and the text rendering would
+// escape it all the same.
 func TestTextZonedPeerIsEscaped(t *testing.T) {
 	for _, remote := range []string{"[fe80::1%\x1b[2J\x1b[H]:80", "fe80::1%\x1b]0;owned\x07", "[fe80::1%\u202e1.0.0.01]:80", "[fe80::1%\r\n]:80"} {
 		h, err := New(Config{Trust: clientip.MustNew(xffConfig)})
 		require.NoError(t, err)
 		req := request(remote, "198.51.100.7")
 		rep := h.Report(req)
-		require.NotEmpty(t, rep.Socket.Peer.Addr().Zone(), "the peer keeps its zone: %q", remote)
+		// clientip reads no such peer (ErrNoAddress, TestRemoteAddrZone):
+		// nothing of the zone reaches the report, and its rendering is
+		// safe whatever it holds.
+		assert.Empty(t, rep.Socket.Peer.Addr().Zone(), "the peer keeps its zone: %q", remote)
 		var text bytes.Buffer
 		require.NoError(t, rep.WriteText(&text))
 		checkText(t, "the text rendering of "+remote, text.Bytes())
-		assert.Contains(t, text.String(), "socket:  peer [fe80::1%")
 	}
 }
 
