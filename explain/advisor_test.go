@@ -559,7 +559,12 @@ func TestAdviseTooWideHowEverWritten(t *testing.T) {
 		}
 	}
 	require.True(t, cfWide.IsValid())
-	for _, wide := range []string{"10.0.0.0/7", cfWide.String(), "64:ff9b::/96", "64:ff9b::/100", "64:ff9b:1::/48"} {
+	// 2001:db8::/32 and /40: an IPv6 prefix shorter than a /48 (one end
+	// site, RFC 6177) is an ISP's allocation, holding its customers, unless
+	// a platform's published ranges cover it. 2001:0:c000:201::/64: a
+	// Teredo server's prefix (RFC 4380) carries every IPv4 client that uses
+	// that server in its last 32 bits.
+	for _, wide := range []string{"10.0.0.0/7", cfWide.String(), "64:ff9b::/96", "64:ff9b::/100", "64:ff9b:1::/48", "2001:db8::/32", "2001:db8::/40", "2001:0:c000:201::/64"} {
 		t.Run(wide, func(t *testing.T) {
 			cfg := clientip.Config{TrustedProxies: proxies10.Union(clientip.MustParsePrefixSet(wide)), Header: "X-Forwarded-For"}
 			adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(cfg)}, nginxTraffic())
@@ -573,7 +578,7 @@ func TestAdviseTooWideHowEverWritten(t *testing.T) {
 		})
 	}
 	// Internal space and a platform's own ranges are not public space.
-	for _, narrow := range []string{"10.0.0.0/8", "100.64.0.0/10", "fc00::/7", "64:ff9b::c000:200/120"} {
+	for _, narrow := range []string{"10.0.0.0/8", "100.64.0.0/10", "fc00::/7", "64:ff9b::c000:200/120", "2001:db8:1::/48", "2002:c000:201::/48", "2001:0:c000:201::c000:200/120"} {
 		cfg := clientip.Config{TrustedProxies: proxies10.Union(clientip.MustParsePrefixSet(narrow)).Union(cf.Set), Header: "X-Forwarded-For"}
 		adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(cfg)}, nginxTraffic())
 		for _, f := range adv.Findings {
