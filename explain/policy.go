@@ -113,7 +113,7 @@ func policyInfo(c trafficpolicy.Case, n trafficpolicy.Network, cfg clientip.Conf
 	case !covers(cfg.TrustedProxies, rc.TrustedProxies):
 		add("recipe_trust", statusMismatch, "TrustedProxies misses addresses the recipe trusts ("+e.Trust.String()+": "+rc.TrustedProxies.String()+")")
 	case len(extra) > 0:
-		add("recipe_trust", statusMismatch, "TrustedProxies trusts more than the recipe ("+e.Trust.String()+": "+orNothing(rc.TrustedProxies)+"): "+prefixList(extra)+" are believed about any address; keep them only if they are proxies in front of the load balancer")
+		add("recipe_trust", statusMismatch, "TrustedProxies trusts more than the recipe ("+e.Trust.String()+": "+orNothing(rc.TrustedProxies)+"): whoever sits in "+prefixList(extra)+" is believed about any address; keep them only if they are proxies in front of the load balancer")
 	default:
 		add("recipe_trust", statusOK, "TrustedProxies covers the groups the recipe trusts ("+e.Trust.String()+")")
 	}
