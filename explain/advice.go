@@ -22,7 +22,7 @@ const (
 	minSamples     = 100    // fewer sampled requests earn a warning
 	dangerShare    = 0.1    // a danger, not a warning, from 10% of requests
 	maxProposed    = 64     // peers proposed one by one
-	wideV4, wideV6 = 16, 32 // a public trusted prefix shorter than these is "wide"
+	wideV4, wideV6 = 16, 48 // a public trusted prefix shorter than these is "wide" (see Advisor.wide)
 )
 
 // Advice is an [Advisor]'s proposal: the clientip configuration that fits
@@ -174,7 +174,11 @@ const (
 	// longer than the proxies write: the walk believed an entry a client
 	// wrote.
 	FindingLeftmost
-	// FindingTooWide: the trusted set is so wide that it contains clients.
+	// FindingTooWide: the trusted set is so wide that it contains clients:
+	// a public prefix (not internal space, not covered by one platform's
+	// published ranges) shorter than /16 for IPv4 or /48 for IPv6, or a
+	// part of NAT64, 6to4 or Teredo space that stands for more than an IPv4
+	// /16; or header entries that were all trusted addresses.
 	FindingTooWide
 	// FindingHeaderFormat: a header whose format clientip cannot read
 	// safely.

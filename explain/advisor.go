@@ -303,7 +303,7 @@ func (a *Advisor) record(now time.Time, res clientip.Result, err error, h http.H
 	if o.candidate.IsValid() {
 		p.behind.add(a.seed, o.candidate)
 	}
-	if err == nil && res.Source.FromHeader() && o.depth >= 2 && res.Hop-hopBase(res) == o.depth && o.depth > p.usualDepth() {
+	if err == nil && res.Source.FromHeader() && o.configured && o.depth >= 2 && res.Hop-hopBase(res) == o.depth && o.depth > p.usualDepth() {
 		p.leftmost++
 	}
 }
@@ -311,14 +311,15 @@ func (a *Advisor) record(now time.Time, res clientip.Result, err error, h http.H
 // observation is what one request or connection shows a peer's statistics,
 // read without the Advisor's lock.
 type observation struct {
-	headers   [len(forwardingHeaders)]bool // which forwarding headers it carries
-	other     bool                         // it carries the configured header, not a known one
-	none      bool                         // it carries no forwarding header and no PROXY source
-	entries   [2]netip.Addr                // the list header's rightmost two entries
-	class     [2]int                       // and their classes
-	n         int                          // how many of entries there are
-	depth     int                          // the list header's entries
-	candidate netip.Addr                   // the client the peer reports
+	headers    [len(forwardingHeaders)]bool // which forwarding headers it carries
+	other      bool                         // it carries the configured header, not a known one
+	none       bool                         // it carries no forwarding header and no PROXY source
+	entries    [2]netip.Addr                // the list header's rightmost two entries
+	class      [2]int                       // and their classes
+	n          int                          // how many of entries there are
+	depth      int                          // the list header's entries
+	configured bool                         // the list header is the one the configuration reads
+	candidate  netip.Addr                   // the client the peer reports
 }
 
 // observe reads what the resolution res and headers h show.
@@ -339,9 +340,10 @@ func (a *Advisor) observe(res clientip.Result, h http.Header) observation {
 	}
 	o.none = !anyHeader && !res.Proxy.IsValid()
 
-	// The list header: X-Forwarded-For, else Forwarded.
-	entries, depth := a.listEntries(h)
-	o.depth, o.n = depth, len(entries)
+	// The list header: the one the configuration reads when it is a list
+	// header, else X-Forwarded-For, else Forwarded.
+	entries, depth, name := a.listEntries(h, canonicalHeader(cfgHeader))
+	o.depth, o.n, o.configured = depth, len(entries), name != "" && name == canonicalHeader(cfgHeader)
 	for k, e := range entries {
 		o.entries[k], o.class[k] = e, a.classify(e)
 	}
@@ -413,16 +415,27 @@ func (p *peerStats) usualDepth() int {
 	return best
 }
 
-// listEntries returns the addresses of the rightmost two entries of
-// X-Forwarded-For, or else of Forwarded, (invalid for an entry that holds
-// none) and the number of entries, as a resolver that reads that header
-// counts them.
-func (a *Advisor) listEntries(h http.Header) ([]netip.Addr, int) {
-	r := a.xff
-	if len(h["X-Forwarded-For"]) == 0 {
-		if len(h["Forwarded"]) == 0 {
-			return nil, 0
+// listEntries returns the addresses of the rightmost two entries of a list
+// header (invalid for an entry that holds none), the number of entries, as a
+// resolver that reads that header counts them, and the header's name. The
+// header is configured (canonical) when it is X-Forwarded-For or Forwarded
+// and h carries it, so that the depths compared with the resolution's hop
+// are those of the header it read; else X-Forwarded-For, else Forwarded.
+func (a *Advisor) listEntries(h http.Header, configured string) ([]netip.Addr, int, string) {
+	var r *clientip.Resolver
+	name := ""
+	for _, n := range [...]string{configured, "X-Forwarded-For", "Forwarded"} {
+		if (n == "X-Forwarded-For" || n == "Forwarded") && len(h[n]) > 0 {
+			name = n
+			break
 		}
+	}
+	switch name {
+	case "":
+		return nil, 0, ""
+	case "X-Forwarded-For":
+		r = a.xff
+	default:
 		r = a.fwd
 	}
 	// r trusts listPeer and nothing else, so its explanation lists every
@@ -438,7 +451,7 @@ func (a *Advisor) listEntries(h http.Header) ([]netip.Addr, int) {
 			depth++
 		}
 	}
-	return out, depth + x.Omitted
+	return out, depth + x.Omitted, name
 }
 
 // listPeer is the socket peer of the Advisor's list readers.

@@ -350,6 +350,45 @@ func TestAdviseDangers(t *testing.T) {
 	})
 }
 
+// The leftmost finding compares the hop that answered with the depth of
+// the header the configuration reads. When the proxies write both
+// X-Forwarded-For and Forwarded (RFC 7239) and the configuration reads
+// Forwarded, counting X-Forwarded-For instead missed a client-written
+// Forwarded entry the walk stepped over (the trusted set holds clients), and
+// took a correct answer for a leftmost one when a client lengthened
+// X-Forwarded-For alone.
+func TestAdviseLeftmostCountsTheConfiguredHeader(t *testing.T) {
+	t.Run("a forged Forwarded entry answered, X-Forwarded-For untouched", func(t *testing.T) {
+		wide := clientip.Config{TrustedProxies: proxies10.Union(clientip.MustParsePrefixSet("198.51.100.0/24")), Header: "Forwarded"}
+		vs := traffic(1000, func(i int, rng *rand.Rand) visit {
+			c := clientAddr(rng.IntN(300))
+			fwd := "for=" + c.String()
+			if i%5 == 0 {
+				fwd = "for=192.0.2.77, " + fwd // forged: the walk steps over a client in the trusted set
+			}
+			return visit{t: clientip.Transport{Peer: ap(nginx1, 1)}, h: http.Header{"X-Forwarded-For": {c.String()}, "Forwarded": {fwd}}, client: c}
+		})
+		adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(wide)}, vs)
+		assert.Equal(t, SeverityDanger, kinds(adv)[FindingLeftmost], "%+v", adv.Findings)
+	})
+	t.Run("a forged X-Forwarded-For entry, Forwarded answered correctly", func(t *testing.T) {
+		cfg := clientip.Config{TrustedProxies: proxies10, Header: "Forwarded"}
+		vs := traffic(1000, func(i int, rng *rand.Rand) visit {
+			c := clientAddr(rng.IntN(300))
+			xff := c.String()
+			if i%5 == 0 {
+				xff = "192.0.2.77, " + xff // the client's own X-Forwarded-For, which the configuration does not read
+			}
+			// An inner proxy, 10.0.0.9, writes Forwarded; nginx appends.
+			return visit{t: clientip.Transport{Peer: ap(nginx1, 1)}, h: http.Header{"X-Forwarded-For": {xff}, "Forwarded": {"for=" + c.String() + ", for=10.0.0.9"}}, client: c}
+		})
+		adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(cfg)}, vs)
+		_, found := kinds(adv)[FindingLeftmost]
+		assert.False(t, found, "%+v", adv.Findings)
+		checkProposal(t, adv, vs)
+	})
+}
+
 // The peer table never grows beyond MaxPeers, and a busy proxy keeps its
 // place among a flood of one-off direct clients.
 func TestAdvisorBoundedMemory(t *testing.T) {
@@ -559,7 +598,12 @@ func TestAdviseTooWideHowEverWritten(t *testing.T) {
 		}
 	}
 	require.True(t, cfWide.IsValid())
-	for _, wide := range []string{"10.0.0.0/7", cfWide.String(), "64:ff9b::/96", "64:ff9b::/100", "64:ff9b:1::/48"} {
+	// 2001:db8::/32 and /40: an IPv6 prefix shorter than a /48 (one end
+	// site, RFC 6177) is an ISP's allocation, holding its customers, unless
+	// a platform's published ranges cover it. 2001:0:c000:201::/64: a
+	// Teredo server's prefix (RFC 4380) carries every IPv4 client that uses
+	// that server in its last 32 bits.
+	for _, wide := range []string{"10.0.0.0/7", cfWide.String(), "64:ff9b::/96", "64:ff9b::/100", "64:ff9b:1::/48", "2001:db8::/32", "2001:db8::/40", "2001:0:c000:201::/64"} {
 		t.Run(wide, func(t *testing.T) {
 			cfg := clientip.Config{TrustedProxies: proxies10.Union(clientip.MustParsePrefixSet(wide)), Header: "X-Forwarded-For"}
 			adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(cfg)}, nginxTraffic())
@@ -573,7 +617,7 @@ func TestAdviseTooWideHowEverWritten(t *testing.T) {
 		})
 	}
 	// Internal space and a platform's own ranges are not public space.
-	for _, narrow := range []string{"10.0.0.0/8", "100.64.0.0/10", "fc00::/7", "64:ff9b::c000:200/120"} {
+	for _, narrow := range []string{"10.0.0.0/8", "100.64.0.0/10", "fc00::/7", "64:ff9b::c000:200/120", "2001:db8:1::/48", "2002:c000:201::/48", "2001:0:c000:201::c000:200/120"} {
 		cfg := clientip.Config{TrustedProxies: proxies10.Union(clientip.MustParsePrefixSet(narrow)).Union(cf.Set), Header: "X-Forwarded-For"}
 		adv := watch(t, AdvisorConfig{Trust: clientip.MustNew(cfg)}, nginxTraffic())
 		for _, f := range adv.Findings {

@@ -134,8 +134,11 @@ func (a *Advisor) judge(adv *Advice, stats []peerStats, rv *clientip.Resolver, d
 	for _, p := range cur.TrustedProxies.Prefixes() {
 		if a.wide(p) {
 			what := "public address space"
-			if nat64[0].Overlaps(p) || nat64[1].Overlaps(p) {
-				what = "NAT64 space that carries public IPv4 addresses"
+			for _, e := range embedsIPv4 {
+				if e.prefix.Bits() <= p.Bits() && e.prefix.Contains(p.Addr()) {
+					what = e.what
+					break
+				}
 			}
 			add(FindingTooWide, SeverityDanger, netip.Addr{}, "TrustedProxies holds %s, %s wider than any proxy fleet: clients inside it are believed about any address", p, what)
 		}
@@ -152,25 +155,43 @@ func (a *Advisor) judge(adv *Advice, stats []peerStats, rv *clientip.Resolver, d
 	}
 }
 
-// nat64 are the NAT64 prefixes (RFC 6052's well-known prefix, RFC 8215's
-// local-use one), whose addresses carry an IPv4 address in their last 32
-// bits: trusting 64:ff9b::/96 trusts every IPv4 address that reaches the
-// service through a NAT64 translator.
-var nat64 = [...]netip.Prefix{
-	netip.PrefixFrom(netip.AddrFrom16([16]byte{0, 0x64, 0xff, 0x9b}), 96),
-	netip.PrefixFrom(netip.AddrFrom16([16]byte{0, 0x64, 0xff, 0x9b, 0, 1}), 48),
+// embedsIPv4 are the IPv6 prefixes whose addresses carry an IPv4 address
+// from bit at on, each of them for the whole of IPv4 (the list
+// ranges.CheckSet refuses whole): trusting 64:ff9b::/96 trusts every IPv4
+// address that reaches the service through a NAT64 translator, and a
+// Teredo server's /64 every IPv4 client that tunnels through it.
+var embedsIPv4 = [...]struct {
+	prefix netip.Prefix
+	at     int
+	what   string
+}{
+	// The IPv4 address is the last 32 bits (RFC 6052 §2.2); network-specific
+	// prefixes of RFC 8215's local-use /48 are read as the /96 format.
+	{netip.MustParsePrefix("64:ff9b::/96"), 96, "NAT64 space that carries public IPv4 addresses"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), 96, "NAT64 space that carries public IPv4 addresses"},
+	// 2002:V4HI:V4LO::/48 belongs to the IPv4 address V4 (RFC 3056 §2).
+	{netip.MustParsePrefix("2002::/16"), 16, "6to4 space that carries public IPv4 addresses"},
+	// The client's IPv4 address, inverted, is the last 32 bits (RFC 4380
+	// §4); anyone can use any Teredo server.
+	{netip.MustParsePrefix("2001::/32"), 96, "Teredo space that carries public IPv4 addresses"},
 }
 
 // wide reports whether the trusted prefix p holds public address space
-// wider than any proxy fleet: shorter than /16 for IPv4, or than /32 for
-// IPv6, or than /16 of the IPv4 addresses a NAT64 prefix carries, and not
-// covered whole by internal space or by one platform's published ranges.
+// wider than any proxy fleet: shorter than /16 for IPv4 (wideV4), or than
+// /48 for IPv6 (wideV6: a /48 is one end site's assignment, RFC 6177, and a
+// shorter one an ISP's allocation with its customers in it), or, inside an
+// IPv6 prefix that carries IPv4 addresses (embedsIPv4), standing for more
+// than an IPv4 /16; and not covered whole by internal space or by one
+// platform's published ranges (Cloudflare's /32s are its own proxies).
+// ranges.CheckSet's floors (/8, /16, an IPv4 /8 inside the embedding
+// prefixes) are lower: they refuse a provider's list outright, where this
+// warns about one operator's configuration.
 func (a *Advisor) wide(p netip.Prefix) bool {
 	bits := p.Bits()
 	wide := p.Addr().Is4() && bits < wideV4 || p.Addr().Is6() && bits < wideV6
-	for _, n := range nat64 {
-		if n.Bits() <= bits && n.Contains(p.Addr()) {
-			wide = wide || bits-96 < wideV4
+	for _, e := range embedsIPv4 {
+		if e.prefix.Bits() <= bits && e.prefix.Contains(p.Addr()) {
+			wide = wide || bits-e.at < wideV4
 		}
 	}
 	if !wide || a.internal.Covers(p) {

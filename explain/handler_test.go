@@ -392,6 +392,33 @@ func TestPolicyChecks(t *testing.T) {
 	assert.Equal(t, "mismatch", status(rep.Policy)["recipe_masquerade"])
 }
 
+// recipe_trust: a configuration that trusts more than the recipe (here the
+// load balancers and a public /24 the recipe knows nothing of) believes
+// whoever sits in the extra prefix about any address — the dangerous
+// direction — so the check is a mismatch that names the extra prefix, not
+// "ok" because the recipe's groups are covered.
+func TestPolicyRecipeTrustMoreThanRecipe(t *testing.T) {
+	lb := clientip.MustParsePrefixSet("192.0.2.10/31")
+	network := trafficpolicy.Network{Nodes: clientip.MustParsePrefixSet("10.1.0.0/24"), LoadBalancers: lb}
+	local := trafficpolicy.Case{Type: trafficpolicy.TypeLoadBalancer, External: trafficpolicy.ExternalLocal, Path: trafficpolicy.PathLoadBalancer, LB: trafficpolicy.LBProxyProtocol, LocalEndpoint: true}
+	cfg := clientip.Config{TrustedProxies: lb.Union(clientip.MustParsePrefixSet("203.0.113.0/24")), Masquerade: network.Nodes.Union(lb)}
+	h, err := New(Config{Trust: clientip.MustNew(cfg), Policy: &local, Network: network})
+	require.NoError(t, err)
+
+	req := request("198.51.100.77:52311")
+	rep := h.Report(req.WithContext(proxyproto.NewContext(req.Context(), sslFacts(t))))
+	var check PolicyCheck
+	for _, c := range rep.Policy.Checks {
+		if c.Name == "recipe_trust" {
+			check = c
+		}
+	}
+	assert.Equal(t, "mismatch", check.Status)
+	assert.Contains(t, check.Text, "trusts more than the recipe")
+	assert.Contains(t, check.Text, "203.0.113.0/24")
+	assert.NotContains(t, check.Text, "in 192.0.2.10/31")
+}
+
 func TestAdviceView(t *testing.T) {
 	a, err := NewAdvisor(AdvisorConfig{Trust: clientip.MustNew(xffConfig)})
 	require.NoError(t, err)

@@ -1,7 +1,9 @@
 package explain
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/trafficpolicy"
@@ -104,10 +106,16 @@ func policyInfo(c trafficpolicy.Case, n trafficpolicy.Network, cfg clientip.Conf
 	} else {
 		add("recipe_header", statusMismatch, "the recipe reads "+orNone(rc.Header)+"; the configuration reads "+orNone(cfg.Header))
 	}
-	if covers(cfg.TrustedProxies, rc.TrustedProxies) {
-		add("recipe_trust", statusOK, "TrustedProxies covers the groups the recipe trusts ("+e.Trust.String()+")")
-	} else {
+	// Trusting less than the recipe loses clients; trusting more believes
+	// whoever the extra addresses are about any address, which is the
+	// dangerous direction, so both are mismatches.
+	switch extra := uncovered(cfg.TrustedProxies, rc.TrustedProxies); {
+	case !covers(cfg.TrustedProxies, rc.TrustedProxies):
 		add("recipe_trust", statusMismatch, "TrustedProxies misses addresses the recipe trusts ("+e.Trust.String()+": "+rc.TrustedProxies.String()+")")
+	case len(extra) > 0:
+		add("recipe_trust", statusMismatch, "TrustedProxies trusts more than the recipe ("+e.Trust.String()+": "+orNothing(rc.TrustedProxies)+"): whoever sits in "+prefixList(extra)+" is believed about any address; keep them only if they are proxies in front of the load balancer")
+	default:
+		add("recipe_trust", statusOK, "TrustedProxies covers the groups the recipe trusts ("+e.Trust.String()+")")
 	}
 	if covers(cfg.Masquerade, rc.Masquerade) {
 		add("recipe_masquerade", statusOK, "Masquerade covers the nodes and load balancers")
@@ -146,6 +154,41 @@ func covers(set, sub clientip.PrefixSet) bool {
 		}
 	}
 	return true
+}
+
+// uncovered returns the prefixes of set that sub does not cover whole.
+func uncovered(set, sub clientip.PrefixSet) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range set.Prefixes() {
+		if !sub.Covers(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// prefixList writes ps comma-separated, at most eight of them.
+func prefixList(ps []netip.Prefix) string {
+	const most = 8
+	var b strings.Builder
+	for i, p := range ps {
+		if i == most {
+			fmt.Fprintf(&b, " and %d more", len(ps)-most)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+func orNothing(s clientip.PrefixSet) string {
+	if s.Len() == 0 {
+		return "nothing"
+	}
+	return s.String()
 }
 
 func addrText(a netip.Addr) string {
