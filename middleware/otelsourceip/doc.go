@@ -66,6 +66,7 @@
 //	sourceip.proxyproto.shed           {connection}  sourceip.reason (untrusted_budget, source_budget)
 //	sourceip.proxyproto.accept_errors  {error}
 //	sourceip.proxyproto.pending        {connection}  sourceip.trusted (an up-down counter)
+//	sourceip.proxyproto.unreported     {connection}
 //
 // and, per trust store given to ObserveStore (sourceip.store when named) and
 // per range refresher given to ObserveRefresher (sourceip.ranges when named):
@@ -86,7 +87,12 @@
 // pending budget, or one source's share of it, is spent) never reaches
 // OnReject, so it is counted only here: a flood that fills the budget shows
 // as a rising shed count while sourceip.proxyproto.pending for untrusted
-// peers stays at its bound.
+// peers stays at its bound. Likewise a refusal that comes while
+// proxyproto.Config.MaxOnReject OnReject calls are still running is not
+// reported to OnReject, so it is missing from sourceip.proxyproto.rejections
+// and counted in sourceip.proxyproto.unreported instead: with
+// ObserveProxyRejection as OnReject, the listener's refusals are the sum of
+// the two.
 //
 // A masqueraded result is counted in sourceip.resolutions with outcome
 // "masqueraded" and in sourceip.masquerade.detections.
