@@ -78,10 +78,14 @@
 //	sourceip.ranges.last_success           s          a gauge: Unix time of the last success, absent before it
 //	sourceip.ranges.pending                {prefix}   a gauge: a set held back by the shrink or growth guard
 //	sourceip.ranges.consecutive_failures   {refresh}  a gauge: failures since the last success
+//	sourceip.ranges.drift.growth           1          a gauge: new space beyond the baseline, a fraction of it
+//	sourceip.ranges.drift.shrink           1          a gauge: baseline space the set dropped, a fraction of it
 //
 // A refresher keeps serving its last good set however old it is; alert on
 // age and consecutive_failures, and on refused swaps, rather than on the
-// set alone.
+// set alone. drift.growth approaches the refresher's MaxTotalGrowth as a
+// feed grows refresh by refresh; alert before it reaches it, when the
+// growth guard would hold the next set (ranges.ErrDrift).
 //
 // A connection that is shed (closed on arrival because the untrusted peers'
 // pending budget, or one source's share of it, is spent) never reaches

@@ -42,6 +42,11 @@ type namedCounter struct {
 	name string
 }
 
+type namedGauge struct {
+	metricnoop.Float64ObservableGauge
+	name string
+}
+
 type namedUpDown struct {
 	metricnoop.Int64ObservableUpDownCounter
 	name string
@@ -49,6 +54,10 @@ type namedUpDown struct {
 
 func (m *collectingMeter) Int64ObservableCounter(name string, _ ...metric.Int64ObservableCounterOption) (metric.Int64ObservableCounter, error) {
 	return namedCounter{name: name}, nil
+}
+
+func (m *collectingMeter) Float64ObservableGauge(name string, _ ...metric.Float64ObservableGaugeOption) (metric.Float64ObservableGauge, error) {
+	return namedGauge{name: name}, nil
 }
 
 func (m *collectingMeter) Int64ObservableUpDownCounter(name string, _ ...metric.Int64ObservableUpDownCounterOption) (metric.Int64ObservableUpDownCounter, error) {
@@ -84,7 +93,19 @@ type recorder struct {
 	lines []string
 }
 
-func (r *recorder) ObserveFloat64(metric.Float64Observable, float64, ...metric.ObserveOption) {}
+func (r *recorder) ObserveFloat64(o metric.Float64Observable, v float64, opts ...metric.ObserveOption) {
+	var name string
+	if g, ok := o.(namedGauge); ok {
+		name = g.name
+	}
+	r.add(name, strconv.FormatFloat(v, 'g', -1, 64), opts)
+}
+
+// add records "name{attributes} value".
+func (r *recorder) add(name, value string, opts []metric.ObserveOption) {
+	attrs := metric.NewObserveConfig(opts).Attributes()
+	r.lines = append(r.lines, name+"{"+render(attrs.ToSlice())+"} "+value)
+}
 
 func (r *recorder) ObserveInt64(o metric.Int64Observable, v int64, opts ...metric.ObserveOption) {
 	var name string
@@ -94,8 +115,7 @@ func (r *recorder) ObserveInt64(o metric.Int64Observable, v int64, opts ...metri
 	case namedUpDown:
 		name = i.name
 	}
-	attrs := metric.NewObserveConfig(opts).Attributes()
-	r.lines = append(r.lines, name+"{"+render(attrs.ToSlice())+"} "+strconv.FormatInt(v, 10))
+	r.add(name, strconv.FormatInt(v, 10), opts)
 }
 
 func (m *collectingMeter) collect(t *testing.T) []string {
