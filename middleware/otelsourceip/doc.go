@@ -118,8 +118,8 @@
 // Instrumentation as its Observer: middleware.New and RequireClient
 // (ObserveResolve), a middleware.Policy's Handler and Serve, which resolve
 // on their own when no resolve middleware ran before them
-// (ObserveDecision, with the client the policy judged), and grpcsourceip's
-// interceptors. A clientip.Forwarder has no Observer: call ObserveResolve
+// (ObserveDecision, with the client the policy judged), ratelimit.HTTP's
+// Handler (HTTPConfig.Observer) and grpcsourceip's interceptors. A clientip.Forwarder has no Observer: call ObserveResolve
 // with what Forwarder.Header returns, from the reverse proxy's Rewrite,
 // instead of Forwarder.Rewrite:
 //
