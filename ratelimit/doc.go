@@ -16,6 +16,12 @@
 // github.com/sourceip/sourceip/ratelimit/redisstore (a module of its own,
 // so Redis stays out of this module's dependencies).
 //
+// HTTPConfig.Observer takes a middleware.Observer, as the resolve
+// middleware does: with otelsourceip's Instrumentation, a server whose only
+// sourceip middleware is the limiter counts its resolutions and has
+// client.address on otelhttp's span set to the client it keyed on, instead
+// of the leftmost X-Forwarded-For entry otelhttp put there.
+//
 // # Threat model
 //
 // A rate limit is only as good as its key. The key here is the client the

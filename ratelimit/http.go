@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/middleware"
 )
 
 // HTTPConfig configures an [HTTP] rate limiter.
@@ -67,6 +68,18 @@ type HTTPConfig struct {
 	// requests; refusals always carry them. False (the default) sets them on
 	// every response the middleware passes on.
 	QuietWhenAllowed bool
+
+	// Observer, when not nil, is told the outcome of each resolution
+	// Handler makes, with ObserveResolve, before the request is keyed,
+	// refused or passed on; see [middleware.Observer]. With
+	// otelsourceip's Instrumentation this counts the resolution and sets
+	// client.address on the request's span to the resolved client (or
+	// clears it when there is none), replacing otelhttp's leftmost
+	// X-Forwarded-For entry, which the client wrote. Leave it nil when a
+	// resolve middleware or policy with an Observer already runs in front
+	// (the resolution would be observed twice). Check observes nothing.
+	// Nil observes nothing.
+	Observer middleware.Observer
 }
 
 // HTTP limits HTTP requests per resolved client. Its [HTTP.Handler] is a
@@ -186,6 +199,9 @@ func (hh *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	held := h.resolve(r)
 	defer held.Release()
 	res, err := held.Result, held.Err
+	if h.cfg.Observer != nil {
+		h.cfg.Observer.ObserveResolve(r.Context(), res, err)
+	}
 	k, ok := h.key(r, res, err)
 	if !ok {
 		if err == nil {

@@ -111,6 +111,8 @@ func TestObserveTrust(t *testing.T) {
 	assert.Equal(t, []string{
 		"sourceip.ranges.age{sourceip.ranges=cdn} 0",
 		"sourceip.ranges.consecutive_failures{sourceip.ranges=cdn} 0",
+		"sourceip.ranges.drift.growth{sourceip.ranges=cdn} 0",
+		"sourceip.ranges.drift.shrink{sourceip.ranges=cdn} 0",
 		"sourceip.ranges.pending{sourceip.ranges=cdn} 0",
 		"sourceip.ranges.prefixes{sourceip.ranges=cdn} 0",
 		"sourceip.ranges.refreshes{sourceip.ranges=cdn,sourceip.result=failed} 0",
@@ -136,6 +138,8 @@ func TestObserveTrust(t *testing.T) {
 	assert.Equal(t, []string{
 		"sourceip.ranges.age{sourceip.ranges=cdn} 5400",
 		"sourceip.ranges.consecutive_failures{sourceip.ranges=cdn} 1",
+		"sourceip.ranges.drift.growth{sourceip.ranges=cdn} 0",
+		"sourceip.ranges.drift.shrink{sourceip.ranges=cdn} 0",
 		fmt.Sprintf("sourceip.ranges.last_success{sourceip.ranges=cdn} %v", float64(start.Unix())),
 		"sourceip.ranges.pending{sourceip.ranges=cdn} 0",
 		"sourceip.ranges.prefixes{sourceip.ranges=cdn} 2",

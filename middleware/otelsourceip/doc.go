@@ -66,6 +66,7 @@
 //	sourceip.proxyproto.shed           {connection}  sourceip.reason (untrusted_budget, source_budget)
 //	sourceip.proxyproto.accept_errors  {error}
 //	sourceip.proxyproto.pending        {connection}  sourceip.trusted (an up-down counter)
+//	sourceip.proxyproto.unreported     {connection}
 //
 // and, per trust store given to ObserveStore (sourceip.store when named) and
 // per range refresher given to ObserveRefresher (sourceip.ranges when named):
@@ -77,16 +78,25 @@
 //	sourceip.ranges.last_success           s          a gauge: Unix time of the last success, absent before it
 //	sourceip.ranges.pending                {prefix}   a gauge: a set held back by the shrink or growth guard
 //	sourceip.ranges.consecutive_failures   {refresh}  a gauge: failures since the last success
+//	sourceip.ranges.drift.growth           1          a gauge: new space beyond the baseline, a fraction of it
+//	sourceip.ranges.drift.shrink           1          a gauge: baseline space the set dropped, a fraction of it
 //
 // A refresher keeps serving its last good set however old it is; alert on
 // age and consecutive_failures, and on refused swaps, rather than on the
-// set alone.
+// set alone. drift.growth approaches the refresher's MaxTotalGrowth as a
+// feed grows refresh by refresh; alert before it reaches it, when the
+// growth guard would hold the next set (ranges.ErrDrift).
 //
 // A connection that is shed (closed on arrival because the untrusted peers'
 // pending budget, or one source's share of it, is spent) never reaches
 // OnReject, so it is counted only here: a flood that fills the budget shows
 // as a rising shed count while sourceip.proxyproto.pending for untrusted
-// peers stays at its bound.
+// peers stays at its bound. Likewise a refusal that comes while
+// proxyproto.Config.MaxOnReject OnReject calls are still running is not
+// reported to OnReject, so it is missing from sourceip.proxyproto.rejections
+// and counted in sourceip.proxyproto.unreported instead: with
+// ObserveProxyRejection as OnReject, the listener's refusals are the sum of
+// the two.
 //
 // A masqueraded result is counted in sourceip.resolutions with outcome
 // "masqueraded" and in sourceip.masquerade.detections.
@@ -108,8 +118,8 @@
 // Instrumentation as its Observer: middleware.New and RequireClient
 // (ObserveResolve), a middleware.Policy's Handler and Serve, which resolve
 // on their own when no resolve middleware ran before them
-// (ObserveDecision, with the client the policy judged), and grpcsourceip's
-// interceptors. A clientip.Forwarder has no Observer: call ObserveResolve
+// (ObserveDecision, with the client the policy judged), ratelimit.HTTP's
+// Handler (HTTPConfig.Observer) and grpcsourceip's interceptors. A clientip.Forwarder has no Observer: call ObserveResolve
 // with what Forwarder.Header returns, from the reverse proxy's Rewrite,
 // instead of Forwarder.Rewrite:
 //

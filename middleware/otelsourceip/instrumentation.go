@@ -32,6 +32,7 @@ const (
 	ProxyShedName            = "sourceip.proxyproto.shed"
 	ProxyAcceptErrorsName    = "sourceip.proxyproto.accept_errors"
 	ProxyPendingName         = "sourceip.proxyproto.pending"
+	ProxyUnreportedName      = "sourceip.proxyproto.unreported"
 )
 
 // Option configures [New].
@@ -81,6 +82,7 @@ type Instrumentation struct {
 	shed         metric.Int64ObservableCounter
 	acceptErrors metric.Int64ObservableCounter
 	pending      metric.Int64ObservableUpDownCounter
+	unreported   metric.Int64ObservableCounter
 
 	// Read from range refreshers and trust stores when the meter collects.
 	trust trustInstruments
@@ -153,6 +155,10 @@ func New(opts ...Option) (*Instrumentation, error) {
 	err = errors.Join(err, e)
 	in.pending, e = m.Int64ObservableUpDownCounter(ProxyPendingName,
 		metric.WithDescription("Connections a PROXY protocol listener holds while they wait for their header or for Accept, by whether the peer is a trusted upstream."),
+		metric.WithUnit("{connection}"))
+	err = errors.Join(err, e)
+	in.unreported, e = m.Int64ObservableCounter(ProxyUnreportedName,
+		metric.WithDescription("Connections a PROXY protocol listener refused without calling OnReject, because MaxOnReject calls were already running; they are missing from sourceip.proxyproto.rejections."),
 		metric.WithUnit("{connection}"))
 	err = errors.Join(err, e, in.trust.create(m))
 	if err != nil {
@@ -268,8 +274,9 @@ func (in *Instrumentation) ObserveProxyRejection(rej proxyproto.Rejection) {
 // ObserveListener reports l's counters from [proxyproto.Listener.Stats]
 // each time the meter collects: sourceip.proxyproto.shed by sourceip.reason
 // (a [proxyproto.ShedReason]: "untrusted_budget", "source_budget"),
-// sourceip.proxyproto.accept_errors, and sourceip.proxyproto.pending by
-// sourceip.trusted. name, when not empty, is set as sourceip.listener on all
+// sourceip.proxyproto.accept_errors, sourceip.proxyproto.pending by
+// sourceip.trusted, and sourceip.proxyproto.unreported (refusals not
+// reported to OnReject because Config.MaxOnReject calls were running). name, when not empty, is set as sourceip.listener on all
 // of them, to tell several listeners apart; it should be a fixed name such
 // as "mqtt" or "health", never an address. Call Unregister on the result
 // when l is closed. Collecting does not allocate beyond what the meter does.
@@ -289,6 +296,7 @@ func (in *Instrumentation) ObserveListener(name string, l *proxyproto.Listener) 
 		o.ObserveInt64(in.acceptErrors, int64(st.AcceptErrors), all...)
 		o.ObserveInt64(in.pending, int64(st.Pending-st.PendingUntrusted), trusted...)
 		o.ObserveInt64(in.pending, int64(st.PendingUntrusted), untrusted...)
+		o.ObserveInt64(in.unreported, int64(st.Unreported), all...)
 		return nil
-	}, in.shed, in.acceptErrors, in.pending)
+	}, in.shed, in.acceptErrors, in.pending, in.unreported)
 }

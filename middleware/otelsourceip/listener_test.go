@@ -16,6 +16,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/proxyproto"
 )
 
@@ -41,6 +42,11 @@ type namedCounter struct {
 	name string
 }
 
+type namedGauge struct {
+	metricnoop.Float64ObservableGauge
+	name string
+}
+
 type namedUpDown struct {
 	metricnoop.Int64ObservableUpDownCounter
 	name string
@@ -48,6 +54,10 @@ type namedUpDown struct {
 
 func (m *collectingMeter) Int64ObservableCounter(name string, _ ...metric.Int64ObservableCounterOption) (metric.Int64ObservableCounter, error) {
 	return namedCounter{name: name}, nil
+}
+
+func (m *collectingMeter) Float64ObservableGauge(name string, _ ...metric.Float64ObservableGaugeOption) (metric.Float64ObservableGauge, error) {
+	return namedGauge{name: name}, nil
 }
 
 func (m *collectingMeter) Int64ObservableUpDownCounter(name string, _ ...metric.Int64ObservableUpDownCounterOption) (metric.Int64ObservableUpDownCounter, error) {
@@ -83,7 +93,19 @@ type recorder struct {
 	lines []string
 }
 
-func (r *recorder) ObserveFloat64(metric.Float64Observable, float64, ...metric.ObserveOption) {}
+func (r *recorder) ObserveFloat64(o metric.Float64Observable, v float64, opts ...metric.ObserveOption) {
+	var name string
+	if g, ok := o.(namedGauge); ok {
+		name = g.name
+	}
+	r.add(name, strconv.FormatFloat(v, 'g', -1, 64), opts)
+}
+
+// add records "name{attributes} value".
+func (r *recorder) add(name, value string, opts []metric.ObserveOption) {
+	attrs := metric.NewObserveConfig(opts).Attributes()
+	r.lines = append(r.lines, name+"{"+render(attrs.ToSlice())+"} "+value)
+}
 
 func (r *recorder) ObserveInt64(o metric.Int64Observable, v int64, opts ...metric.ObserveOption) {
 	var name string
@@ -93,8 +115,7 @@ func (r *recorder) ObserveInt64(o metric.Int64Observable, v int64, opts ...metri
 	case namedUpDown:
 		name = i.name
 	}
-	attrs := metric.NewObserveConfig(opts).Attributes()
-	r.lines = append(r.lines, name+"{"+render(attrs.ToSlice())+"} "+strconv.FormatInt(v, 10))
+	r.add(name, strconv.FormatInt(v, 10), opts)
 }
 
 func (m *collectingMeter) collect(t *testing.T) []string {
@@ -144,8 +165,53 @@ func TestObserveListener(t *testing.T) {
 		"sourceip.proxyproto.pending{sourceip.listener=mqtt sourceip.trusted=true} 0",
 		"sourceip.proxyproto.shed{sourceip.listener=mqtt sourceip.reason=source_budget} 1",
 		"sourceip.proxyproto.shed{sourceip.listener=mqtt sourceip.reason=untrusted_budget} 0",
+		"sourceip.proxyproto.unreported{sourceip.listener=mqtt} 0",
 	}, meter.collect(t))
 
 	require.NoError(t, reg.Unregister())
 	assert.Empty(t, meter.collect(t))
+}
+
+// Review finding: refusals that came while Config.MaxOnReject OnReject
+// calls were running are not reported to OnReject, so they never reached
+// sourceip.proxyproto.rejections, and the listener's Stats.Unreported that
+// counts them was not exported either: a flood behind a slow OnReject
+// looked smaller than it was. sourceip.proxyproto.unreported exports it.
+func TestObserveListenerUnreported(t *testing.T) {
+	const flood, limit = 5, 1
+	meter := &collectingMeter{}
+	in, err := New(WithMeterProvider(collectingProvider{m: meter}), WithTracerProvider(tracenoop.NewTracerProvider()))
+	require.NoError(t, err)
+
+	stuck := make(chan struct{})
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l, err := proxyproto.NewListener(inner, proxyproto.Config{
+		Trust:       clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("127.0.0.1/32")}),
+		MaxOnReject: limit,
+		OnReject:    func(proxyproto.Rejection) { <-stuck },
+	})
+	require.NoError(t, err)
+	defer l.Close()
+	defer close(stuck) // before l.Close
+	reg, err := in.ObserveListener("", l)
+	require.NoError(t, err)
+	defer reg.Unregister()
+	go l.Accept()
+
+	// A trusted peer that sends no PROXY header is refused.
+	d := net.Dialer{Timeout: 5 * time.Second}
+	for range flood {
+		c, err := d.Dial("tcp", l.Addr().String())
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.Write([]byte("GET / HTTP/1.1\r\n"))
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		st := l.Stats()
+		return st.TotalRejected() == flood && st.Unreported == flood-limit
+	}, 10*time.Second, 10*time.Millisecond, "refused, one reported and the rest counted")
+
+	assert.Contains(t, meter.collect(t), "sourceip.proxyproto.unreported{} "+strconv.Itoa(flood-limit))
 }

@@ -21,6 +21,8 @@ const (
 	RangesPendingName             = "sourceip.ranges.pending"
 	RangesConsecutiveFailuresName = "sourceip.ranges.consecutive_failures"
 	RangesRefreshesName           = "sourceip.ranges.refreshes"
+	RangesDriftGrowthName         = "sourceip.ranges.drift.growth"
+	RangesDriftShrinkName         = "sourceip.ranges.drift.shrink"
 	TrustSwapsName                = "sourceip.trust.swaps"
 )
 
@@ -47,6 +49,8 @@ type trustInstruments struct {
 	rangesPending     metric.Int64ObservableGauge
 	rangesFailing     metric.Int64ObservableGauge
 	rangesRefreshes   metric.Int64ObservableCounter
+	rangesDriftGrowth metric.Float64ObservableGauge
+	rangesDriftShrink metric.Float64ObservableGauge
 	trustSwaps        metric.Int64ObservableCounter
 }
 
@@ -76,6 +80,14 @@ func (t *trustInstruments) create(m metric.Meter) error {
 		metric.WithDescription("Refreshes of a range refresher, by result: updated, unchanged, failed (fetch or parse), rejected (by a guard or the trust store)."),
 		metric.WithUnit("{refresh}"))
 	err = errors.Join(err, e)
+	t.rangesDriftGrowth, e = m.Float64ObservableGauge(RangesDriftGrowthName,
+		metric.WithDescription("New address space a range refresher's current set holds beyond its baseline, as a fraction of the baseline's (the larger of the two families); the refresher's MaxTotalGrowth bounds it."),
+		metric.WithUnit("1"))
+	err = errors.Join(err, e)
+	t.rangesDriftShrink, e = m.Float64ObservableGauge(RangesDriftShrinkName,
+		metric.WithDescription("Fraction of a range refresher's baseline address space its current set no longer holds (the larger of the two families)."),
+		metric.WithUnit("1"))
+	err = errors.Join(err, e)
 	t.trustSwaps, e = m.Int64ObservableCounter(TrustSwapsName,
 		metric.WithDescription("Changes asked of a trust store, by result: changed, unchanged, refused (the configuration in force stayed)."),
 		metric.WithUnit("{change}"))
@@ -103,8 +115,11 @@ func resultOpts(key attribute.Key, name string, results ...string) [][]metric.Ob
 
 // ObserveRefresher reports r's [ranges.Status] each time the meter
 // collects: sourceip.ranges.prefixes, .age (seconds), .last_success
-// (seconds since the Unix epoch, absent until the first success), .pending
-// and .consecutive_failures as gauges, and sourceip.ranges.refreshes as a
+// (seconds since the Unix epoch, absent until the first success), .pending,
+// .consecutive_failures, .drift.growth and .drift.shrink (Status.Drift: how
+// far the set is from the baseline RefresherConfig.MaxTotalGrowth measures
+// from, as fractions of its space; growth is +Inf when the set holds a
+// family the baseline has none of) as gauges, and sourceip.ranges.refreshes as a
 // counter by sourceip.result (updated, unchanged, failed, rejected). name,
 // when not empty, is set as sourceip.ranges on all of them, to tell
 // refreshers apart; it should be a fixed name such as "cloudflare", never a
@@ -124,11 +139,14 @@ func (in *Instrumentation) ObserveRefresher(name string, r *ranges.Refresher) (m
 		}
 		o.ObserveInt64(t.rangesPending, int64(st.Pending), all...)
 		o.ObserveInt64(t.rangesFailing, int64(st.ConsecutiveFailures), all...)
+		o.ObserveFloat64(t.rangesDriftGrowth, st.Drift.Growth, all...)
+		o.ObserveFloat64(t.rangesDriftShrink, st.Drift.Shrink, all...)
 		for i, v := range [...]uint64{st.Updates, st.Unchanged, st.Failures, st.Rejections} {
 			o.ObserveInt64(t.rangesRefreshes, int64(v), res[i]...)
 		}
 		return nil
-	}, t.rangesPrefixes, t.rangesAge, t.rangesLastSuccess, t.rangesPending, t.rangesFailing, t.rangesRefreshes)
+	}, t.rangesPrefixes, t.rangesAge, t.rangesLastSuccess, t.rangesPending, t.rangesFailing, t.rangesRefreshes,
+		t.rangesDriftGrowth, t.rangesDriftShrink)
 }
 
 // ObserveStore reports s's [clientip.StoreStats] each time the meter
