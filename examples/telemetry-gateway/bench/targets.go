@@ -44,6 +44,9 @@ type process struct {
 func gatewayTarget(name, bin string, extra ...string) target {
 	return target{name: name, proxy: true, args: extra, start: func(dir string, port int) (*process, error) {
 		adminPort, err := freePort()
+		for err == nil && adminPort == port { // port is free again once picked
+			adminPort, err = freePort()
+		}
 		if err != nil {
 			return nil, err
 		}
