@@ -5,6 +5,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/sourceip/sourceip/internal/freeport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -13,8 +14,8 @@ import (
 // kernel's ephemeral range, where no port-0 listener or outgoing connection
 // of another test can take one before the program under test binds it.
 func TestFreePorts(t *testing.T) {
-	low := ephemeralLow()
-	if low-portsFrom < 1000 {
+	low := freeport.EphemeralLow()
+	if low-freeport.From < 1000 {
 		Unavailable(t, fmt.Sprintf("no room below the ephemeral port range (it starts at %d)", low))
 	}
 	ports := FreePorts(t, 20)
@@ -22,7 +23,7 @@ func TestFreePorts(t *testing.T) {
 	for _, p := range ports {
 		assert.False(t, seen[p], "port %d twice", p)
 		seen[p] = true
-		assert.True(t, p >= portsFrom && p < low, "port %d outside [%d, %d)", p, portsFrom, low)
+		assert.True(t, p >= freeport.From && p < low, "port %d outside [%d, %d)", p, freeport.From, low)
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		require.NoError(t, err, "port %d not free", p)
 		l.Close()

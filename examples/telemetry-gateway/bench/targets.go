@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sourceip/sourceip/internal/freeport"
 )
 
 // target is one broker under test, run as its own process so that its
@@ -42,6 +44,9 @@ type process struct {
 func gatewayTarget(name, bin string, extra ...string) target {
 	return target{name: name, proxy: true, args: extra, start: func(dir string, port int) (*process, error) {
 		adminPort, err := freePort()
+		for err == nil && adminPort == port { // port is free again once picked
+			adminPort, err = freePort()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -219,13 +224,16 @@ func (p *process) cpuTime() (cpuTimes, error) {
 	return cpuTimes{time.Duration(utime) * tick, time.Duration(stime) * tick}, nil
 }
 
+// freePort returns a loopback port for a broker to bind, from below the
+// kernel's ephemeral range, so that no port-0 listener or outgoing
+// connection (of a test running beside the benchmark) takes it before the
+// broker binds it.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Loopback(1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }
 
 // tail keeps the last 4 KiB a process printed, for error messages.

@@ -9,18 +9,23 @@ package lb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"sync"
 	"time"
 
+	"github.com/sourceip/sourceip/internal/freeport"
 	"github.com/sourceip/sourceip/proxyproto"
 )
 
 // Config configures an LB.
 type Config struct {
-	// Listen is the front address, such as "127.0.0.1:0".
+	// Listen is the front address, such as "127.0.0.1:0". Port 0 picks a
+	// free port below the kernel's ephemeral range (see freeport.Listen), so
+	// that no port-0 listener or outgoing connection on the machine takes it
+	// while Restart has it closed.
 	Listen string
 	// Backend is the address connections are forwarded to.
 	Backend string
@@ -51,27 +56,34 @@ func Start(cfg Config) (*LB, error) {
 		cfg.DialTimeout = 5 * time.Second
 	}
 	l := &LB{cfg: cfg, conns: make(map[net.Conn]struct{})}
-	if err := l.listen(cfg.Listen); err != nil {
+	ln, err := firstListen(cfg.Listen)
+	if err != nil {
 		return nil, err
 	}
-	l.addr = l.ln.Addr().String()
+	l.addr = ln.Addr().String()
+	l.serveOn(ln)
 	return l, nil
+}
+
+// firstListen listens on addr, at a port picked by freeport.Listen when
+// addr's port is 0.
+func firstListen(addr string) (net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port != "0" {
+		return net.Listen("tcp", addr)
+	}
+	return freeport.Listen(host)
 }
 
 // Addr returns the front address.
 func (l *LB) Addr() string { return l.addr }
 
-func (l *LB) listen(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
+func (l *LB) serveOn(ln net.Listener) {
 	l.mu.Lock()
 	l.ln = ln
 	l.mu.Unlock()
 	l.wg.Add(1)
 	go l.serve(ln)
-	return nil
 }
 
 func (l *LB) serve(ln net.Listener) {
@@ -170,10 +182,17 @@ func addrPort(a net.Addr) netip.AddrPort {
 }
 
 // Restart closes the front listener and every forwarded connection, as a load
-// balancer that restarts does, and listens again on the same address.
+// balancer that restarts does, and listens again on the same address. It
+// fails, leaving the LB closed, when another socket took the address in
+// between.
 func (l *LB) Restart() error {
 	l.stop()
-	return l.listen(l.addr)
+	ln, err := net.Listen("tcp", l.addr)
+	if err != nil {
+		return fmt.Errorf("lb: listen again on %s: %w", l.addr, err)
+	}
+	l.serveOn(ln)
+	return nil
 }
 
 // Close stops the load balancer and closes every connection.

@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/internal/e2e"
+	"github.com/sourceip/sourceip/internal/freeport"
 	"github.com/sourceip/sourceip/proxyproto"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -56,4 +59,39 @@ func TestForwardsWithHeaderFromSource(t *testing.T) {
 		require.NoError(t, err, "dial after restart")
 		c2.Close()
 	}
+}
+
+// TestAutomaticPortBelowEphemeralRange: a front port of 0 is picked below the
+// kernel's ephemeral range, so that in the window Restart has it closed no
+// port-0 listener or outgoing connection (a device reconnecting, another
+// test) can be given it, which failed TestNoLossAcrossLoadBalancerRestart's
+// restart with "address already in use".
+func TestAutomaticPortBelowEphemeralRange(t *testing.T) {
+	low := freeport.EphemeralLow()
+	if low-freeport.From < 1000 {
+		e2e.Unavailable(t, fmt.Sprintf("no room below the ephemeral port range (it starts at %d)", low))
+	}
+	l, err := Start(Config{Listen: "127.0.0.1:0", Backend: "127.0.0.1:1"})
+	require.NoError(t, err)
+	defer l.Close()
+	port := netip.MustParseAddrPort(l.Addr()).Port()
+	assert.True(t, int(port) >= freeport.From && int(port) < low, "port %d outside [%d, %d)", port, freeport.From, low)
+	require.NoError(t, l.Restart())
+	assert.Equal(t, fmt.Sprintf("127.0.0.1:%d", port), l.Addr(), "address after restart")
+}
+
+// TestRestartFailsWhenAddressTaken: when another socket took the front
+// address while Restart had it closed, Restart says so instead of leaving a
+// load balancer that accepts nothing.
+func TestRestartFailsWhenAddressTaken(t *testing.T) {
+	l, err := Start(Config{Listen: "127.0.0.1:0", Backend: "127.0.0.1:1"})
+	require.NoError(t, err)
+	defer l.Close()
+	l.stop()
+	stranger, err := net.Listen("tcp", l.Addr())
+	require.NoError(t, err)
+	defer stranger.Close()
+	err = l.Restart()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "lb: listen again on "+l.Addr())
 }

@@ -11,9 +11,13 @@
 package natstest
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -103,8 +107,8 @@ type Cluster struct {
 
 // Node is one nats-server process.
 type Node struct {
-	Name        string
-	Port        int // client port on 127.0.0.1
+	Name        string // server_name: "n1", "n2", … and a token unique to the cluster
+	Port        int    // client port on 127.0.0.1
 	ClusterPort int
 	dir, conf   string
 
@@ -123,13 +127,17 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
 	c := &Cluster{tb: tb, bin: Binary(tb)}
 	ports := e2e.FreePorts(tb, 2*n)
+	// Node names unique to this cluster, so that Start knows its own node
+	// from a nats-server of another test that took the port.
+	token := make([]byte, 4)
+	_, _ = rand.Read(token)
 	var routes []string
 	for i := range n {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[n+i]))
 	}
 	base := tb.TempDir()
 	for i := range n {
-		nd := &Node{Name: fmt.Sprintf("n%d", i+1), Port: ports[i], ClusterPort: ports[n+i], dir: filepath.Join(base, fmt.Sprintf("n%d", i+1))}
+		nd := &Node{Name: fmt.Sprintf("n%d-%x", i+1, token), Port: ports[i], ClusterPort: ports[n+i], dir: filepath.Join(base, fmt.Sprintf("n%d", i+1))}
 		nd.conf = filepath.Join(nd.dir, "nats.conf")
 		cluster := ""
 		if n > 1 {
@@ -178,7 +186,9 @@ func (c *Cluster) URL() string {
 // URL returns the node's client URL.
 func (nd *Node) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", nd.Port) }
 
-// Start starts (or restarts) nd and waits until it accepts clients.
+// Start starts (or restarts) nd and waits until it accepts clients: until
+// its port answers with a NATS INFO line naming nd, not merely accepts a
+// connection, which a stranger that took the port would too.
 func (c *Cluster) Start(nd *Node) error {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
@@ -193,10 +203,9 @@ func (c *Cluster) Start(nd *Node) error {
 	cmd, exited := nd.cmd, nd.exited
 	go func() { _ = cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(20 * time.Second)
+	var last error
 	for time.Now().Before(deadline) {
-		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", nd.Port), time.Second)
-		if err == nil {
-			conn.Close()
+		if last = answersAs(fmt.Sprintf("127.0.0.1:%d", nd.Port), nd.Name); last == nil {
 			return nil
 		}
 		select {
@@ -205,7 +214,36 @@ func (c *Cluster) Start(nd *Node) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("nats-server %s: not listening after 20s", nd.Name)
+	return fmt.Errorf("nats-server %s: not ready after 20s: %w", nd.Name, last)
+}
+
+// answersAs reports whether the server at addr greets a client with a NATS
+// INFO line whose server_name is name.
+func answersAs(addr, name string) error {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+	line, err := bufio.NewReaderSize(conn, 4096).ReadSlice('\n')
+	if err != nil {
+		return fmt.Errorf("%s: no INFO line: %w", addr, err)
+	}
+	js, ok := bytes.CutPrefix(line, []byte("INFO "))
+	if !ok {
+		return fmt.Errorf("%s: greeting %q is not a NATS INFO line", addr, line)
+	}
+	var info struct {
+		ServerName string `json:"server_name"`
+	}
+	if err := json.Unmarshal(js, &info); err != nil {
+		return fmt.Errorf("%s: INFO: %w", addr, err)
+	}
+	if info.ServerName != name {
+		return fmt.Errorf("%s: answered as server %q, not %q", addr, info.ServerName, name)
+	}
+	return nil
 }
 
 // Kill ends nd with SIGKILL, as a crashed node, and waits for it.
