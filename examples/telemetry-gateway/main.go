@@ -156,6 +156,7 @@ func serve(ctx context.Context, o *options, logOut io.Writer) error {
 	}
 	defer cleanup()
 	if o.proxyTrustedFile != "" {
+		warnWideTrust(log, "-proxy-trusted-file", fileLBs)
 		if err := installTrustFile(g, fileLBs); err != nil {
 			return fmt.Errorf("-proxy-trusted-file: %w", err)
 		}
@@ -266,6 +267,12 @@ func (o *options) gatewayConfig(log *slog.Logger) (gateway.Config, error) {
 		header = "" // nobody is trusted to write it
 	}
 	origins, _ := o.wsAllowedOrigins() // checked by parseOptions
+	for _, f := range []struct {
+		flag string
+		set  clientip.PrefixSet
+	}{{"-proxy-trusted", o.proxyTrusted}, {"-http-trusted", o.httpTrusted}, {"-ws-trusted", o.wsTrusted}, {"-ws-proxy-trusted", o.wsProxyTrusted}} {
+		warnWideTrust(log, f.flag, f.set)
+	}
 	return gateway.Config{
 		MQTTAddr: o.mqttAddr, HTTPAddr: o.httpAddr, AdminAddr: o.adminAddr, ExplainAllow: o.explainAllow,
 		ProxyTrusted: o.proxyTrusted, ProxyHeaderless: o.proxyHeaderless, ProxyHeaderTimeout: o.proxyHeaderTimeout, RequireProxy: o.proxyRequired,

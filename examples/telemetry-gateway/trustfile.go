@@ -92,9 +92,27 @@ func reloadTrustFile(ctx context.Context, g *gateway.Gateway, path string, log *
 	log.Info("SIGHUP: reloading -proxy-trusted-file", "path", path)
 	set, err := readTrustFile(ctx, path)
 	if err == nil {
+		warnWideTrust(log, "-proxy-trusted-file", set)
 		err = installTrustFile(g, set)
 	}
 	if err != nil {
 		log.Error("-proxy-trusted-file not reloaded; the load balancers in force stay", "error", err.Error())
+	}
+}
+
+// warnWideTrust logs a warning when set, the trusted proxies or load
+// balancers a flag names, holds a range no load balancer's addresses need:
+// shorter than /8 (IPv4) or /16 (IPv6), reserved space, or an IPv6 prefix
+// that carries every IPv4 address (NAT64, 6to4, Teredo), as
+// ranges.CheckSet judges a published list (private space allowed: load
+// balancers live there). Every client inside such a range can claim any
+// address. clientip refuses 0.0.0.0/0 and ::/0 outright; the rest may be
+// meant (a lab), so the gateway starts and says so.
+func warnWideTrust(log *slog.Logger, flag string, set clientip.PrefixSet) {
+	if set.Len() == 0 {
+		return
+	}
+	if err := ranges.CheckSet(set, true); err != nil {
+		log.Warn("a trusted range is wider than any load balancer needs: every client inside it can claim any address", "flag", flag, "error", err.Error())
 	}
 }

@@ -221,3 +221,33 @@ func unblockFIFO(t *testing.T, path string) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 }
+
+// TestWideTrustWarns: a trusted range wider than any load balancer needs
+// (shorter than /8, or an IPv6 prefix that carries every IPv4 address, as
+// ranges.CheckSet judges) is logged as a warning naming its flag, at start
+// and when -proxy-trusted-file brings one on SIGHUP: every client inside it
+// can claim any address. The gateway accepted such ranges without a word
+// (left alone by the command review, 2026-12-03). Private load-balancer
+// ranges give no warning.
+func TestWideTrustWarns(t *testing.T) {
+	const warning = "a trusted range is wider than any load balancer needs: every client inside it can claim any address"
+	dir := t.TempDir()
+	file := filepath.Join(dir, "lbs.txt")
+	require.NoError(t, os.WriteFile(file, []byte("10.0.0.0/8\n"), 0o644))
+	logs, stop := serveCommand(t, "-sink", filepath.Join(dir, "t.jsonl"),
+		"-proxy-trusted", "10.0.0.0/7", "-http-trusted", "64:ff9b::/96", "-proxy-trusted-file", file)
+	logs.field(t, "gateway started", "mqtt")
+	warned := logs.with(warning)
+	require.Len(t, warned, 2, "log:\n%s", &logs.raw)
+	assert.Equal(t, "-proxy-trusted", warned[0]["flag"])
+	assert.Contains(t, warned[0]["error"], "10.0.0.0/7")
+	assert.Equal(t, "-http-trusted", warned[1]["flag"])
+	assert.Contains(t, warned[1]["error"], "64:ff9b::/96")
+
+	require.NoError(t, os.WriteFile(file, []byte("2002::/16\n"), 0o644))
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	warned = logs.waitLines(t, warning, 3)
+	assert.Equal(t, "-proxy-trusted-file", warned[2]["flag"])
+	assert.Contains(t, warned[2]["error"], "2002::/16")
+	require.Equal(t, 0, stop(), "exit code; log:\n%s", &logs.raw)
+}
