@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -12,17 +13,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/internal/termtext"
 )
 
-// checkText fails t when text holds a byte a terminal acts on: a control
-// character other than a newline or a tab, DEL, a C1 control, a bidirectional
-// override, or invalid UTF-8.
+// checkText fails t when text holds a character a terminal acts on, by
+// termtext's rule (whose own test lists them): a control character other
+// than a newline or a tab, DEL, a C1 control, a format character such as a
+// bidirectional override, a line separator, or invalid UTF-8.
 func checkText(t *testing.T, what string, text []byte) {
 	t.Helper()
 	require.True(t, utf8.Valid(text), "%s is not valid UTF-8:\n%s", what, text)
 	for _, c := range string(text) {
-		bad := c < 0x20 && c != '\n' && c != '\t' || c >= 0x7f && c <= 0x9f || c >= 0x202a && c <= 0x202e || c >= 0x2066 && c <= 0x2069
-		require.False(t, bad, "%s holds %U:\n%s", what, c, text)
+		require.True(t, termtext.Inert(c, utf8.RuneLen(c)), "%s holds %U:\n%s", what, c, text)
 	}
 }
 
@@ -52,7 +54,7 @@ func TestTextZonedPeerIsEscaped(t *testing.T) {
 // whatever the document held; its text rendering escapes what a terminal
 // would act on in every field, not only in those a client writes.
 func TestTextDecodedDocumentIsEscaped(t *testing.T) {
-	evil := "\x1b[2J\x1b]0;owned\x07\r\u202e\u0085"
+	evil := "\x1b[2J\x1b]0;owned\x07\r\u202e\u0085\u200b\u2028\U000E0001"
 	rep := Report{
 		Schema: Schema, Kind: "request", Summary: evil, Notes: []string{evil},
 		Request:  &RequestInfo{Method: "GET", Path: "/", Host: "h", Proto: "HTTP/1.1"},
@@ -148,4 +150,19 @@ func roundTrip(t testing.TB, rep Report) (js []byte, back Report, text string) {
 	require.NoError(t, back.WriteText(&b))
 	require.Equal(t, a.String(), b.String(), "the decoded document renders the same text")
 	return js, back, a.String()
+}
+
+// Format characters that are not bidirectional overrides also act on what a
+// terminal shows: a zero-width space or a tag character hides text, a line
+// separator breaks it. Text that holds only them, without a control
+// character beside them, was printed as it was: the printer's rule listed
+// the overrides alone, where cmd/sourceip's listed every format character.
+// One rule (termtext) now serves both.
+func TestTextFormatCharactersAreEscaped(t *testing.T) {
+	for _, s := range []string{"zero\u200bwidth", "tag \U000E0001", "line\u2028separator", "soft\u00adhyphen", "bom \ufeff"} {
+		rep := Report{Schema: Schema, Kind: "request", Summary: s, Notes: []string{s}}
+		var text bytes.Buffer
+		require.NoError(t, rep.WriteText(&text))
+		checkText(t, "the rendering of "+strconv.Quote(s), text.Bytes())
+	}
 }
