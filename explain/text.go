@@ -8,9 +8,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/internal/termtext"
 )
 
 // maxUnreadShown bounds the unread entries the text rendering lists; the
@@ -254,7 +254,7 @@ func (p *printer) f(format string, args ...any) {
 
 // terminalSafe returns args with every string, Stringer and error among
 // them escaped as by [strconv.Quote], without the quotes, when it holds a
-// character a terminal acts on (see safeText); other values are left as
+// character a terminal acts on (see termtext.Line); other values are left as
 // they are. A Stringer becomes a string, so format it with %s or %v. It
 // modifies args in place.
 func terminalSafe(args ...any) []any {
@@ -270,29 +270,13 @@ func terminalSafe(args ...any) []any {
 		default:
 			continue
 		}
-		if !safeText(s) {
+		if !termtext.Line(s) {
 			q := strconv.Quote(s)
 			s = q[1 : len(q)-1]
 		}
 		args[i] = s
 	}
 	return args
-}
-
-// safeText reports whether s is valid UTF-8 without a control character
-// other than a tab, a C1 control, or a bidirectional formatting character
-// (which reorders what a terminal shows).
-func safeText(s string) bool {
-	for i := 0; i < len(s); {
-		c, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		switch {
-		case c == utf8.RuneError && size == 1, c < 0x20 && c != '\t', c >= 0x7f && c <= 0x9f,
-			c == 0x061c, c == 0x200e, c == 0x200f, c >= 0x202a && c <= 0x202e, c >= 0x2066 && c <= 0x2069:
-			return false
-		}
-	}
-	return true
 }
 
 func (p *printer) Write(b []byte) (int, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -12,17 +13,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sourceip/sourceip/clientip"
+	"github.com/sourceip/sourceip/internal/termtext"
 )
 
-// checkText fails t when text holds a byte a terminal acts on: a control
-// character other than a newline or a tab, DEL, a C1 control, a bidirectional
-// override, or invalid UTF-8.
+// checkText fails t when text holds a character a terminal acts on, by
+// termtext's rule (whose own test lists them): a control character other
+// than a newline or a tab, DEL, a C1 control, a format character such as a
+// bidirectional override, a line separator, or invalid UTF-8.
 func checkText(t *testing.T, what string, text []byte) {
 	t.Helper()
 	require.True(t, utf8.Valid(text), "%s is not valid UTF-8:\n%s", what, text)
 	for _, c := range string(text) {
-		bad := c < 0x20 && c != '\n' && c != '\t' || c >= 0x7f && c <= 0x9f || c >= 0x202a && c <= 0x202e || c >= 0x2066 && c <= 0x2069
-		require.False(t, bad, "%s holds %U:\n%s", what, c, text)
+		require.True(t, termtext.Inert(c, utf8.RuneLen(c)), "%s holds %U:\n%s", what, c, text)
 	}
 }
 
@@ -52,7 +54,7 @@ func TestTextZonedPeerIsEscaped(t *testing.T) {
 // whatever the document held; its text rendering escapes what a terminal
 // would act on in every field, not only in those a client writes.
 func TestTextDecodedDocumentIsEscaped(t *testing.T) {
-	evil := "\x1b[2J\x1b]0;owned\x07\r\u202e\u0085"
+	evil := "\x1b[2J\x1b]0;owned\x07\r\u202e\u0085\u200b\u2028\U000E0001"
 	rep := Report{
 		Schema: Schema, Kind: "request", Summary: evil, Notes: []string{evil},
 		Request:  &RequestInfo{Method: "GET", Path: "/", Host: "h", Proto: "HTTP/1.1"},
@@ -98,15 +100,8 @@ func TestDecodedReportRendersTheSame(t *testing.T) {
 	req := request("10.0.0.1:40000", "198.51.100.7\xff\xfe, 10.0.0.2", long)
 	req.Header.Set("X-Real-IP", long)
 	rep := h.Report(req)
-	js, err := json.Marshal(&rep)
-	require.NoError(t, err)
-	var back Report
-	require.NoError(t, json.Unmarshal(js, &back))
+	_, back, _ := roundTrip(t, rep)
 	assert.Equal(t, rep, back, "the decoded report is the one served")
-	var text, again bytes.Buffer
-	require.NoError(t, rep.WriteText(&text))
-	require.NoError(t, back.WriteText(&again))
-	assert.Equal(t, text.String(), again.String())
 
 	assert.Equal(t, strings.Repeat("a", maxText-1)+"…", clip(long), "the cut falls before the character it would split")
 	assert.Equal(t, "198.51.100.7\uFFFD\uFFFD", clip("198.51.100.7\xff\xfe"), "one U+FFFD for each stray byte")
@@ -124,17 +119,10 @@ func TestReportPeerZoneIsText(t *testing.T) {
 	require.NoError(t, err)
 	for _, remote := range []string{"[::%\xd10]:0", "[fe80::1%" + strings.Repeat("\xff", 1<<20) + "]:80"} {
 		rep := h.Report(request(remote, "198.51.100.7"))
-		js, err := json.Marshal(&rep)
-		require.NoError(t, err)
+		js, back, text := roundTrip(t, rep)
 		assert.Less(t, len(js), 64<<10, "JSON size")
-		var back Report
-		require.NoError(t, json.Unmarshal(js, &back))
 		assert.Equal(t, rep, back, "the decoded report is the one served")
-		var text, again bytes.Buffer
-		require.NoError(t, rep.WriteText(&text))
-		require.NoError(t, back.WriteText(&again))
-		assert.Equal(t, text.String(), again.String())
-		assert.Less(t, text.Len(), 64<<10, "text size")
+		assert.Less(t, len(text), 64<<10, "text size")
 	}
 }
 
@@ -147,4 +135,34 @@ func TestTextStrayByteQuotedOnce(t *testing.T) {
 	require.NoError(t, rep.WriteWalk(&text))
 	assert.Contains(t, text.String(), " \"198.51.100.7\uFFFD\" ")
 	assert.NotContains(t, text.String(), `\"`)
+}
+
+// roundTrip encodes rep as JSON and decodes it, as cmd/sourceip -fetch
+// does, and requires the decoded report to render the same text. It
+// returns the document, the decoded report and the text.
+func roundTrip(t testing.TB, rep Report) (js []byte, back Report, text string) {
+	t.Helper()
+	js, err := json.Marshal(&rep)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(js, &back))
+	var a, b bytes.Buffer
+	require.NoError(t, rep.WriteText(&a))
+	require.NoError(t, back.WriteText(&b))
+	require.Equal(t, a.String(), b.String(), "the decoded document renders the same text")
+	return js, back, a.String()
+}
+
+// Format characters that are not bidirectional overrides also act on what a
+// terminal shows: a zero-width space or a tag character hides text, a line
+// separator breaks it. Text that holds only them, without a control
+// character beside them, was printed as it was: the printer's rule listed
+// the overrides alone, where cmd/sourceip's listed every format character.
+// One rule (termtext) now serves both.
+func TestTextFormatCharactersAreEscaped(t *testing.T) {
+	for _, s := range []string{"zero\u200bwidth", "tag \U000E0001", "line\u2028separator", "soft\u00adhyphen", "bom \ufeff"} {
+		rep := Report{Schema: Schema, Kind: "request", Summary: s, Notes: []string{s}}
+		var text bytes.Buffer
+		require.NoError(t, rep.WriteText(&text))
+		checkText(t, "the rendering of "+strconv.Quote(s), text.Bytes())
+	}
 }

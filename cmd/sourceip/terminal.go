@@ -3,9 +3,10 @@ package main
 import (
 	"fmt"
 	"strconv"
-	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/sourceip/sourceip/internal/termtext"
 )
 
 // What -fetch prints comes from the endpoint, which may be hostile or
@@ -14,26 +15,8 @@ import (
 // CSI sequences can move the cursor, rewrite what was printed, set the
 // window title or, on some terminals, answer back into the shell), and
 // bidirectional and other format characters reorder or hide text. So before
-// anything fetched is printed, each such character becomes an escape.
-
-// inert reports whether r may reach a terminal as it is. size is r's length
-// in b, so that an invalid byte (utf8.RuneError of size 1) is not taken for
-// a well-formed U+FFFD.
-func inert(r rune, size int) bool {
-	switch {
-	case r == utf8.RuneError && size == 1:
-		return false // an invalid byte: a C1 control to an 8-bit terminal
-	case r == '\n' || r == '\t':
-		return true
-	case r < 0x20 || r >= 0x7f && r <= 0x9f: // C0, DEL, C1
-		return false
-	case r == '\u2028' || r == '\u2029':
-		return false // line and paragraph separators
-	}
-	// Format characters: bidirectional overrides and isolates (Trojan
-	// Source, CVE-2021-42574), zero-width characters, soft hyphen, BOM.
-	return !unicode.Is(unicode.Cf, r)
-}
+// anything fetched is printed, each character termtext does not call inert
+// becomes an escape.
 
 // escapeJSON returns the fetched JSON document b with every character that
 // is not inert written as a JSON escape (\u001b; \ufffd for a byte that is
@@ -49,7 +32,7 @@ func escapeJSON(b []byte) []byte {
 		r, size := utf8.DecodeRune(b[i:])
 		switch {
 		case r == '\r':
-		case inert(r, size):
+		case termtext.Inert(r, size):
 			out = append(out, b[i:i+size]...)
 		case r > 0xffff:
 			r1, r2 := utf16.EncodeRune(r)
@@ -69,7 +52,7 @@ func escapeText(b []byte) []byte {
 	for i := 0; i < len(b); {
 		r, size := utf8.DecodeRune(b[i:])
 		switch {
-		case inert(r, size):
+		case termtext.Inert(r, size):
 			out = append(out, b[i:i+size]...)
 		case size == 1 && r == utf8.RuneError:
 			out = fmt.Appendf(out, `\x%02x`, b[i])

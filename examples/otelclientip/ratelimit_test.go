@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -10,13 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/sourceip/sourceip/clientip"
 	"github.com/sourceip/sourceip/middleware"
-	"github.com/sourceip/sourceip/middleware/otelsourceip"
 	"github.com/sourceip/sourceip/ratelimit"
 )
 
@@ -26,11 +22,8 @@ import (
 // X-Forwarded-For entry the client wrote; with the Instrumentation as
 // HTTPConfig.Observer it names the client the limiter keyed on.
 func TestRateLimitClientAddress(t *testing.T) {
-	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	t.Cleanup(func() { tp.Shutdown(context.Background()) })
-	inst, err := otelsourceip.New(otelsourceip.WithTracerProvider(tp), otelsourceip.WithMeterProvider(metricnoop.NewMeterProvider()))
-	require.NoError(t, err)
+	hn := newHarness(t)
+	sr, tp, inst := hn.sr, hn.tp, hn.inst
 	trust := clientip.MustNew(clientip.Config{TrustedProxies: clientip.MustParsePrefixSet("10.0.0.0/8"), Header: "X-Forwarded-For"})
 
 	for _, tc := range []struct {
